@@ -35,16 +35,26 @@ constexpr std::size_t dtype_size(DType t) {
 // Names as safetensors spells them.
 constexpr std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
-    case DType::kF64: return "F64";
-    case DType::kI64: return "I64";
-    case DType::kI32: return "I32";
-    case DType::kI16: return "I16";
-    case DType::kI8: return "I8";
-    case DType::kU8: return "U8";
-    case DType::kBool: return "BOOL";
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF64:
+      return "F64";
+    case DType::kI64:
+      return "I64";
+    case DType::kI32:
+      return "I32";
+    case DType::kI16:
+      return "I16";
+    case DType::kI8:
+      return "I8";
+    case DType::kU8:
+      return "U8";
+    case DType::kBool:
+      return "BOOL";
   }
   return "?";
 }
@@ -86,7 +96,7 @@ inline std::uint16_t float_to_half(float f) {
   std::uint32_t const abs = x & 0x7FFFFFFFu;
   if (abs >= 0x7F800000u) return static_cast<std::uint16_t>(sign | 0x7C00u | (abs > 0x7F800000u ? 0x200u : 0u));
   if (abs >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);  // overflow to inf
-  if (abs < 0x38800000u) {                                                     // subnormal or zero in half
+  if (abs < 0x38800000u) {                                                    // subnormal or zero in half
     if (abs < 0x33000000u) return static_cast<std::uint16_t>(sign);
     std::uint32_t const e = abs >> 23;
     std::uint32_t const m = (abs & 0x7FFFFFu) | 0x800000u;

@@ -28,8 +28,8 @@ template <class Fn>
 }  // namespace flashdeberta
 
 // FLASHDEBERTA_REQUIRE(cond, "tensor " << name << " has " << n << " rows")
-#define FLASHDEBERTA_REQUIRE(cond, message)                                                      \
-  do {                                                                                           \
+#define FLASHDEBERTA_REQUIRE(cond, message)                                                                   \
+  do {                                                                                                        \
     if (!(cond)) ::flashdeberta::detail::throw_error([&](std::ostringstream& fd_os_) { fd_os_ << message; }); \
   } while (false)
 
@@ -39,10 +39,11 @@ template <class Fn>
 #ifdef NDEBUG
 #define FLASHDEBERTA_ASSERT(cond) ((void)0)
 #else
-#define FLASHDEBERTA_ASSERT(cond)                                                                               \
-  do {                                                                                                          \
-    if (!(cond)) ::flashdeberta::detail::throw_error([&](std::ostringstream& fd_os_) {                         \
-        fd_os_ << "internal invariant failed: " #cond " at " << __FILE__ << ":" << __LINE__;                     \
-      });                                                                                                       \
+#define FLASHDEBERTA_ASSERT(cond)                                                            \
+  do {                                                                                       \
+    if (!(cond))                                                                             \
+      ::flashdeberta::detail::throw_error([&](std::ostringstream& fd_os_) {                  \
+        fd_os_ << "internal invariant failed: " #cond " at " << __FILE__ << ":" << __LINE__; \
+      });                                                                                    \
   } while (false)
 #endif

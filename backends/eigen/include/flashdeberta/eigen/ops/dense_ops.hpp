@@ -1,0 +1,135 @@
+// Eigen/OpenMP implementations of the dense operations: GEMM with epilogue, LayerNorm, embedding, conv1d.
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "flashdeberta/eigen/ops/eigen_maps.hpp"
+#include "flashdeberta/math/activation.hpp"
+#include "flashdeberta/policy/op_args.hpp"
+
+namespace flashdeberta::eigen_ops {
+
+// Bias and activation in one pass over the output, rows split across threads.
+inline void apply_bias_activation(MatrixRef const& out, float const* bias, Activation act, int threads) {
+  if (bias == nullptr && act == Activation::kIdentity) return;
+  float* data = out.as<float>();
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t r = 0; r < out.rows; ++r) {
+    float* row = data + r * out.ld;
+    for (std::int64_t c = 0; c < out.cols; ++c) {
+      float const v = bias != nullptr ? row[c] + bias[c] : row[c];
+      row[c] = apply_activation(act, v);
+    }
+  }
+}
+
+inline void gemm(GemmArgs const& g, int threads) {
+  require_f32(g.a, "gemm input");
+  require_f32(g.b, "gemm weight");
+  require_f32(g.out, "gemm output");
+  FLASHDEBERTA_REQUIRE(g.a.cols == g.b.cols && g.out.rows == g.a.rows && g.out.cols == g.b.rows,
+                       "gemm shapes do not agree: a (" << g.a.rows << ", " << g.a.cols << "), b (" << g.b.rows << ", "
+                                                       << g.b.cols << "), out (" << g.out.rows << ", " << g.out.cols
+                                                       << ")");
+  auto out = map(g.out);
+  if (g.alpha == 1.0f) {
+    out.noalias() = cmap(g.a) * cmap(g.b).transpose();
+  } else {
+    out.noalias() = g.alpha * (cmap(g.a) * cmap(g.b).transpose());
+  }
+  apply_bias_activation(g.out, static_cast<float const*>(g.bias), g.activation, threads);
+}
+
+inline void layer_norm(LayerNormArgs const& n, int threads) {
+  require_f32(n.x, "layer_norm input");
+  require_f32(n.out, "layer_norm output");
+  bool const has_residual = !n.residual.empty();
+  auto const* gamma = static_cast<float const*>(n.gamma);
+  auto const* beta = static_cast<float const*>(n.beta);
+  std::int64_t const cols = n.x.cols;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t r = 0; r < n.x.rows; ++r) {
+    float const* x = n.x.as<float>() + r * n.x.ld;
+    float const* res = has_residual ? n.residual.as<float>() + r * n.residual.ld : nullptr;
+    float* y = n.out.as<float>() + r * n.out.ld;
+    // The sum is formed in float32 as PyTorch does (x + residual), statistics accumulate in double.
+    double sum = 0.0;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      float const v = res != nullptr ? x[c] + res[c] : x[c];
+      y[c] = v;
+      sum += v;
+    }
+    float const mean = static_cast<float>(sum / static_cast<double>(cols));
+    double sq = 0.0;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      double const d = static_cast<double>(y[c] - mean);
+      sq += d * d;
+    }
+    float const variance = static_cast<float>(sq / static_cast<double>(cols));
+    float const inv_std = 1.0f / std::sqrt(variance + n.eps);
+    for (std::int64_t c = 0; c < cols; ++c) y[c] = (y[c] - mean) * inv_std * gamma[c] + beta[c];
+  }
+}
+
+inline void embedding(EmbeddingArgs const& e, int threads) {
+  require_f32(e.word, "word embeddings");
+  std::int64_t const tokens = e.out.rows;
+  std::int64_t const width = e.out.cols;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    float* y = e.out.as<float>() + t * e.out.ld;
+    float const* w = e.word.as<float>() + static_cast<std::int64_t>(e.ids[t]) * e.word.ld;
+    for (std::int64_t c = 0; c < width; ++c) y[c] = w[c];
+    if (!e.position.empty()) {
+      float const* p = e.position.as<float>() + static_cast<std::int64_t>(e.positions[t]) * e.position.ld;
+      for (std::int64_t c = 0; c < width; ++c) y[c] += p[c];
+    }
+    if (!e.token_type.empty()) {
+      float const* p = e.token_type.as<float>() + static_cast<std::int64_t>(e.token_types[t]) * e.token_type.ld;
+      for (std::int64_t c = 0; c < width; ++c) y[c] += p[c];
+    }
+  }
+}
+
+// For each tap u of the kernel: out += shift_u(x) . W[:, :, u]^T, per group; shift_u takes the token at
+// position p + u - (kernel - 1) / 2 of the same sequence, or zero where there is none.
+inline void conv1d(Conv1dArgs const& c, int threads) {
+  require_f32(c.x, "conv input");
+  std::int64_t const tokens = c.x.rows;
+  std::int64_t const channels = c.x.cols;
+  std::int64_t const group_width = channels / c.groups;
+  std::int64_t const pad = (c.kernel_size - 1) / 2;
+  auto const* weight = static_cast<float const*>(c.weight);  // (C, C / groups, kernel)
+  auto out = map(c.out);
+  out.setZero();
+  RowMatrix shifted(tokens, channels);
+  RowMatrix tap(channels, group_width);
+  for (std::int64_t u = 0; u < c.kernel_size; ++u) {
+    std::int64_t const offset = u - pad;
+    for (std::int64_t b = 0; b < c.sequences.batch; ++b) {
+      std::int64_t const begin = c.sequences.cu_seqlens[b];
+      std::int64_t const end = c.sequences.cu_seqlens[b + 1];
+      for (std::int64_t t = begin; t < end; ++t) {
+        // Positions increase within a sequence, so the neighbour at distance `offset` in the original row
+        // can only be the packed token `offset` away, and only if no hole lies between them.
+        std::int64_t const s = t + offset;
+        bool const valid = s >= begin && s < end && c.sequences.positions[s] - c.sequences.positions[t] == offset;
+        if (valid) {
+          shifted.row(t) = cmap(c.x).row(s);
+        } else {
+          shifted.row(t).setZero();
+        }
+      }
+    }
+    for (std::int64_t o = 0; o < channels; ++o)
+      for (std::int64_t i = 0; i < group_width; ++i) tap(o, i) = weight[(o * group_width + i) * c.kernel_size + u];
+    for (std::int64_t g = 0; g < c.groups; ++g) {
+      out.middleCols(g * group_width, group_width).noalias() +=
+          shifted.middleCols(g * group_width, group_width) * tap.middleRows(g * group_width, group_width).transpose();
+    }
+  }
+  apply_bias_activation(c.out, static_cast<float const*>(c.bias), c.activation, threads);
+}
+
+}  // namespace flashdeberta::eigen_ops

@@ -1,0 +1,6 @@
+// Umbrella header of the core: the model, its layers, checkpoint I/O. Backends have their own headers
+// (flashdeberta/eigen/eigen_policy.hpp, flashdeberta/kokkos/kokkos_policy.hpp).
+#pragma once
+
+#include "flashdeberta/config.hpp"
+#include "flashdeberta/model/deberta_model.hpp"

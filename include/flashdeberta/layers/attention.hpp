@@ -1,0 +1,159 @@
+// The attention block of one layer (spec 4, 5.1): fused q/k/v projection, disentangled attention,
+// output projection and post-LayerNorm with the residual.
+//
+// At load the q/k/v weights become one (3A, H) matrix and the projected relative tables Kr, Qr (2k, A)
+// of this layer are computed once, since they depend only on weights.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "flashdeberta/layers/forward_context.hpp"
+#include "flashdeberta/math/relative_position.hpp"
+#include "flashdeberta/model/weights.hpp"
+#include "flashdeberta/variant/traits.hpp"
+
+namespace flashdeberta {
+
+// The relative-embedding table after its optional LayerNorm, and the slot table; shared by all layers.
+template <ExecutionPolicy P>
+struct RelativeContext {
+  DeviceMatrix<typename P::Buffer> table;  // (2k, H)
+  RelativeSlotTable slots;
+  typename P::Buffer slot_buffer;  // slots.slots in policy memory
+};
+
+template <Variant V, ExecutionPolicy P>
+class AttentionBlock {
+ public:
+  using Matrix = DeviceMatrix<typename P::Buffer>;
+
+  AttentionBlock(WeightLoader<P> const& w, ModelConfig const& c, std::int64_t layer, RelativeContext<P> const* rel)
+      : config_(c) {
+    std::string const self = "encoder.layer." + std::to_string(layer) + ".attention.self.";
+    std::string const output = "encoder.layer." + std::to_string(layer) + ".attention.output.";
+    std::int64_t const h = c.hidden_size;
+    std::int64_t const a = c.all_head_size();
+    std::int64_t const d = c.head_size;
+    std::vector<float> bias(static_cast<std::size_t>(3 * a), 0.0f);
+    if constexpr (V::kFusedInProj) {
+      // v1: in_proj rows interleave per head as [q_h; k_h; v_h] (spec 4.1); k has no bias.
+      qkv_ = w.matrix(self + "in_proj.weight", 3 * a, h);
+      std::vector<float> const q_bias = w.read(self + "q_bias", {a});
+      std::vector<float> const v_bias = w.read(self + "v_bias", {a});
+      for (std::int64_t head = 0; head < c.num_heads; ++head) {
+        for (std::int64_t e = 0; e < d; ++e) {
+          bias[head * 3 * d + e] = q_bias[head * d + e];
+          bias[head * 3 * d + 2 * d + e] = v_bias[head * d + e];
+        }
+      }
+    } else {
+      // v2/v3: stack query, key, value rows so one GEMM yields [q | k | v].
+      std::vector<float> weight;
+      weight.reserve(static_cast<std::size_t>(3 * a * h));
+      for (char const* part : {"query_proj", "key_proj", "value_proj"}) {
+        std::vector<float> const wp = w.read(self + part + ".weight", {a, h});
+        weight.insert(weight.end(), wp.begin(), wp.end());
+      }
+      for (std::int64_t i = 0; i < 3; ++i) {
+        char const* part = i == 0 ? "query_proj" : (i == 1 ? "key_proj" : "value_proj");
+        std::vector<float> const bp = w.read(self + part + ".bias", {a});
+        std::copy(bp.begin(), bp.end(), bias.begin() + i * a);
+      }
+      qkv_ = w.from_host(weight, 3 * a, h);
+    }
+    qkv_bias_ = w.policy().upload(std::span<float const>(bias), w.policy().compute_dtype());
+    out_ = w.matrix(output + "dense.weight", h, a);
+    out_bias_ = w.vector(output + "dense.bias", h);
+    ln_gamma_ = w.vector(output + "LayerNorm.weight", h);
+    ln_beta_ = w.vector(output + "LayerNorm.bias", h);
+    if (c.has_position_terms()) prepare_relative(w, self, *rel);
+  }
+
+  // x (T, H) -> LayerNorm(attention(x) . Wo^T + bo + x), (T, H).
+  typename P::Buffer forward(ForwardContext<P> const& ctx, typename P::Buffer const& x,
+                             RelativeContext<P> const* rel) const {
+    P const& p = ctx.policy;
+    std::int64_t const t = ctx.tokens();
+    std::int64_t const h = config_.hidden_size;
+    std::int64_t const a = config_.all_head_size();
+    std::int64_t const d = config_.head_size;
+    auto qkv = ctx.activation(3 * a);  // (T, 3A)
+    p.gemm({.a = rows_of(x, t, h), .b = qkv_.ref(), .bias = qkv_bias_.data(), .out = rows_of(qkv, t, 3 * a)});
+    MatrixRef const fused = rows_of(qkv, t, 3 * a);
+    AttentionArgs args;
+    if constexpr (V::kFusedInProj) {  // per head: [q | k | v], heads 3d apart
+      args.q = fused.columns(0, 3 * a - 2 * d);
+      args.k = fused.columns(d, 3 * a - 2 * d);
+      args.v = fused.columns(2 * d, 3 * a - 2 * d);
+      args.head_stride = 3 * d;
+    } else {  // [Q | K | V], heads d apart
+      args.q = fused.columns(0, a);
+      args.k = fused.columns(a, a);
+      args.v = fused.columns(2 * a, a);
+      args.head_stride = d;
+    }
+    args.num_heads = config_.num_heads;
+    args.head_size = d;
+    if (config_.has_position_terms()) {
+      if (config_.c2p) args.pos_key = pos_key_.ref();
+      if (config_.p2c) args.pos_query = pos_query_.ref();
+      args.relative_index = static_cast<std::int32_t const*>(rel->slot_buffer.data());
+      args.saturation = rel->slots.saturation;
+    }
+    args.scale = config_.attention_scale();
+    auto context = ctx.activation(a);  // (T, A)
+    args.out = rows_of(context, t, a);
+    args.sequences = ctx.sequences;
+    args.impl = ctx.attention;
+    p.disentangled_attention(args);
+
+    auto projected = ctx.activation(h);  // (T, H)
+    p.gemm({.a = rows_of(context, t, a), .b = out_.ref(), .bias = out_bias_.data(), .out = rows_of(projected, t, h)});
+    auto out = ctx.activation(h);
+    p.layer_norm({.x = rows_of(projected, t, h),
+                  .residual = rows_of(x, t, h),
+                  .gamma = ln_gamma_.data(),
+                  .beta = ln_beta_.data(),
+                  .eps = config_.layer_norm_eps,
+                  .out = rows_of(out, t, h)});
+    return out;
+  }
+
+ private:
+  // Kr = T . Wk^T (+ bk), Qr = T . Wq^T + bq over the (LayerNorm'ed) relative table (spec 4.1, 4.2).
+  void prepare_relative(WeightLoader<P> const& w, std::string const& self, RelativeContext<P> const& rel) {
+    std::int64_t const h = config_.hidden_size;
+    std::int64_t const a = config_.all_head_size();
+    std::int64_t const rows = rel.table.rows;
+    P const& p = w.policy();
+    auto project = [&](std::string const& weight_name, std::string const& bias_name) {
+      Matrix weight = w.matrix(weight_name, a, h);
+      typename P::Buffer bias;
+      if (!bias_name.empty()) bias = w.vector(bias_name, a);
+      Matrix result{p.allocate(rows * a, p.compute_dtype()), rows, a};
+      p.gemm({.a = rel.table.ref(),
+              .b = weight.ref(),
+              .bias = bias_name.empty() ? nullptr : bias.data(),
+              .out = result.ref()});
+      return result;
+    };
+    if constexpr (V::kFusedInProj) {
+      if (config_.c2p) pos_key_ = project(self + "pos_proj.weight", "");
+      if (config_.p2c) pos_query_ = project(self + "pos_q_proj.weight", self + "pos_q_proj.bias");
+    } else if (config_.share_att_key) {
+      if (config_.c2p) pos_key_ = project(self + "key_proj.weight", self + "key_proj.bias");
+      if (config_.p2c) pos_query_ = project(self + "query_proj.weight", self + "query_proj.bias");
+    } else {
+      if (config_.c2p) pos_key_ = project(self + "pos_key_proj.weight", self + "pos_key_proj.bias");
+      if (config_.p2c) pos_query_ = project(self + "pos_query_proj.weight", self + "pos_query_proj.bias");
+    }
+    p.fence();
+  }
+
+  ModelConfig config_;
+  Matrix qkv_, out_, pos_key_, pos_query_;
+  typename P::Buffer qkv_bias_, out_bias_, ln_gamma_, ln_beta_;
+};
+
+}  // namespace flashdeberta

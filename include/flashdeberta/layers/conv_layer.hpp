@@ -1,0 +1,52 @@
+// The v2 ConvLayer (spec 5.5), applied once after layer 0: LayerNorm(y + act(conv1d(x0))), where x0 is
+// the embedding output and y the output of layer 0. Padding never reaches it: batches are packed.
+#pragma once
+
+#include "flashdeberta/layers/forward_context.hpp"
+#include "flashdeberta/model/weights.hpp"
+
+namespace flashdeberta {
+
+template <ExecutionPolicy P>
+class ConvLayer {
+ public:
+  ConvLayer(WeightLoader<P> const& w, ModelConfig const& c) : config_(c) {
+    std::int64_t const h = c.hidden_size;
+    std::vector<float> const weight =
+        w.read("encoder.conv.conv.weight", {h, h / c.conv_groups, c.conv_kernel_size});  // (C, C / g, K)
+    weight_ = w.policy().upload(std::span<float const>(weight), w.policy().compute_dtype());
+    bias_ = w.vector("encoder.conv.conv.bias", h);
+    ln_gamma_ = w.vector("encoder.conv.LayerNorm.weight", h);
+    ln_beta_ = w.vector("encoder.conv.LayerNorm.bias", h);
+  }
+
+  typename P::Buffer forward(ForwardContext<P> const& ctx, typename P::Buffer const& x0,
+                             typename P::Buffer const& y) const {
+    P const& p = ctx.policy;
+    std::int64_t const t = ctx.tokens();
+    std::int64_t const h = config_.hidden_size;
+    auto conv = ctx.activation(h);  // (T, H)
+    p.conv1d({.x = rows_of(x0, t, h),
+              .weight = weight_.data(),
+              .bias = bias_.data(),
+              .kernel_size = config_.conv_kernel_size,
+              .groups = config_.conv_groups,
+              .activation = config_.conv_act,
+              .out = rows_of(conv, t, h),
+              .sequences = ctx.sequences});
+    auto out = ctx.activation(h);
+    p.layer_norm({.x = rows_of(y, t, h),
+                  .residual = rows_of(conv, t, h),
+                  .gamma = ln_gamma_.data(),
+                  .beta = ln_beta_.data(),
+                  .eps = config_.layer_norm_eps,
+                  .out = rows_of(out, t, h)});
+    return out;
+  }
+
+ private:
+  ModelConfig config_;
+  typename P::Buffer weight_, bias_, ln_gamma_, ln_beta_;
+};
+
+}  // namespace flashdeberta

@@ -1,0 +1,72 @@
+// The encoder (spec 5.4, 5.5): the relative-position machinery prepared once, the stack of layers and,
+// for v2 checkpoints that have one, the conv layer after layer 0.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "flashdeberta/layers/attention.hpp"
+#include "flashdeberta/layers/conv_layer.hpp"
+#include "flashdeberta/layers/feed_forward.hpp"
+
+namespace flashdeberta {
+
+template <Variant V, ExecutionPolicy P>
+class Encoder {
+ public:
+  Encoder(WeightLoader<P> const& w, ModelConfig const& c) : config_(c) {
+    P const& p = w.policy();
+    if (c.has_position_terms()) {
+      relative_ = std::make_unique<RelativeContext<P>>();
+      std::int64_t const rows = 2 * c.relative_span();
+      auto table = w.matrix("encoder.rel_embeddings.weight", rows, c.hidden_size);  // (2k, H)
+      if (V::kRelativeLayerNorm && c.norm_rel_ebd_layer_norm) {
+        auto gamma = w.vector("encoder.LayerNorm.weight", c.hidden_size);
+        auto beta = w.vector("encoder.LayerNorm.bias", c.hidden_size);
+        DeviceMatrix<typename P::Buffer> normalized{p.allocate(rows * c.hidden_size, p.compute_dtype()), rows,
+                                                    c.hidden_size};
+        p.layer_norm({.x = table.ref(),
+                      .gamma = gamma.data(),
+                      .beta = beta.data(),
+                      .eps = c.layer_norm_eps,
+                      .out = normalized.ref()});
+        table = std::move(normalized);
+      }
+      relative_->table = std::move(table);
+      relative_->slots = make_relative_slot_table(c);
+      relative_->slot_buffer = p.upload_indices(std::span<std::int32_t const>(relative_->slots.slots));
+    }
+    layers_.reserve(static_cast<std::size_t>(c.num_layers));
+    for (std::int64_t l = 0; l < c.num_layers; ++l)
+      layers_.push_back({AttentionBlock<V, P>(w, c, l, relative_.get()), FeedForwardBlock<P>(w, c, l)});
+    if constexpr (V::kConvLayer) {
+      if (c.conv_kernel_size > 0) conv_.emplace(w, c);
+    }
+    if (relative_) relative_->table = {};  // the projected tables hold all that attention needs from it
+    p.fence();
+  }
+
+  typename P::Buffer forward(ForwardContext<P> const& ctx, typename P::Buffer embedded) const {
+    typename P::Buffer x = std::move(embedded);
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      auto attended = layers_[l].attention.forward(ctx, x, relative_.get());
+      auto y = layers_[l].feed_forward.forward(ctx, attended);
+      if (l == 0 && conv_) y = conv_->forward(ctx, x, y);  // x is still the embedding output here
+      x = std::move(y);
+    }
+    return x;
+  }
+
+ private:
+  struct Layer {
+    AttentionBlock<V, P> attention;
+    FeedForwardBlock<P> feed_forward;
+  };
+  ModelConfig config_;
+  std::unique_ptr<RelativeContext<P>> relative_;
+  std::vector<Layer> layers_;
+  std::optional<ConvLayer<P>> conv_;
+};
+
+}  // namespace flashdeberta

@@ -1,0 +1,56 @@
+// The feed-forward block of one layer (spec 5.1): LayerNorm(act(a . Wi^T + bi) . Wo^T + bo + a).
+#pragma once
+
+#include <string>
+
+#include "flashdeberta/layers/forward_context.hpp"
+#include "flashdeberta/model/weights.hpp"
+
+namespace flashdeberta {
+
+template <ExecutionPolicy P>
+class FeedForwardBlock {
+ public:
+  using Matrix = DeviceMatrix<typename P::Buffer>;
+
+  FeedForwardBlock(WeightLoader<P> const& w, ModelConfig const& c, std::int64_t layer) : config_(c) {
+    std::string const prefix = "encoder.layer." + std::to_string(layer) + ".";
+    intermediate_ = w.matrix(prefix + "intermediate.dense.weight", c.intermediate_size, c.hidden_size);
+    intermediate_bias_ = w.vector(prefix + "intermediate.dense.bias", c.intermediate_size);
+    output_ = w.matrix(prefix + "output.dense.weight", c.hidden_size, c.intermediate_size);
+    output_bias_ = w.vector(prefix + "output.dense.bias", c.hidden_size);
+    ln_gamma_ = w.vector(prefix + "output.LayerNorm.weight", c.hidden_size);
+    ln_beta_ = w.vector(prefix + "output.LayerNorm.bias", c.hidden_size);
+  }
+
+  typename P::Buffer forward(ForwardContext<P> const& ctx, typename P::Buffer const& a) const {
+    P const& p = ctx.policy;
+    std::int64_t const t = ctx.tokens();
+    std::int64_t const h = config_.hidden_size;
+    std::int64_t const i = config_.intermediate_size;
+    auto inner = ctx.activation(i);  // (T, I)
+    p.gemm({.a = rows_of(a, t, h),
+            .b = intermediate_.ref(),
+            .bias = intermediate_bias_.data(),
+            .out = rows_of(inner, t, i),
+            .activation = config_.hidden_act});
+    auto projected = ctx.activation(h);  // (T, H)
+    p.gemm(
+        {.a = rows_of(inner, t, i), .b = output_.ref(), .bias = output_bias_.data(), .out = rows_of(projected, t, h)});
+    auto out = ctx.activation(h);
+    p.layer_norm({.x = rows_of(projected, t, h),
+                  .residual = rows_of(a, t, h),
+                  .gamma = ln_gamma_.data(),
+                  .beta = ln_beta_.data(),
+                  .eps = config_.layer_norm_eps,
+                  .out = rows_of(out, t, h)});
+    return out;
+  }
+
+ private:
+  ModelConfig config_;
+  Matrix intermediate_, output_;
+  typename P::Buffer intermediate_bias_, output_bias_, ln_gamma_, ln_beta_;
+};
+
+}  // namespace flashdeberta

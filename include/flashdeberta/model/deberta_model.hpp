@@ -1,0 +1,126 @@
+// DebertaModel<Variant, Policy>: the DeBERTa backbone, loaded once from a Hugging Face checkpoint
+// directory and run on packed batches. Heads compose a model; they never inherit from it.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "flashdeberta/io/checkpoint.hpp"
+#include "flashdeberta/io/config_json.hpp"
+#include "flashdeberta/layers/embeddings.hpp"
+#include "flashdeberta/layers/encoder.hpp"
+
+namespace flashdeberta {
+
+struct ModelOptions {
+  AttentionImpl attention = AttentionImpl::kFlash;
+};
+
+// The last hidden state of a packed batch, (T, H) in policy memory.
+template <ExecutionPolicy P>
+struct HiddenStates {
+  typename P::Buffer values;
+  std::int64_t tokens = 0;
+  std::int64_t hidden_size = 0;
+
+  MatrixRef ref() const { return {values.data(), values.dtype(), tokens, hidden_size, hidden_size}; }
+};
+
+// Rejects a config whose structure the variant does not implement, naming the variant to use instead.
+template <Variant V>
+void require_variant_accepts(ModelConfig const& config, std::string const& source) {
+  bool const v1_config = config.model_type == ModelType::kDeberta;
+  FLASHDEBERTA_REQUIRE(config.model_type == V::kModelType,
+                       source << ": model_type '" << (v1_config ? "deberta" : "deberta-v2") << "' is a "
+                              << (v1_config ? "DeBERTa v1" : "DeBERTa v2/v3") << " checkpoint; load it with "
+                              << (v1_config ? "DebertaV1" : "DebertaV2 or DebertaV3") << ", not " << V::kName);
+  FLASHDEBERTA_REQUIRE(V::kConvLayer || config.conv_kernel_size == 0,
+                       source << ": conv_kernel_size=" << config.conv_kernel_size
+                              << " asks for the v2 conv layer, which " << V::kName
+                              << " has not; load it with DebertaV2");
+  FLASHDEBERTA_REQUIRE(!config.talking_head, source << ": talking_head=true is not supported");
+  FLASHDEBERTA_REQUIRE(config.all_head_size() > 0 && config.head_size > 0,
+                       source << ": head size " << config.head_size << " x " << config.num_heads << " heads");
+}
+
+template <Variant V, ExecutionPolicy P>
+class DebertaModel {
+ public:
+  using Policy = P;
+  using VariantType = V;
+
+  static DebertaModel load(P policy, std::filesystem::path const& directory, ModelOptions options = {}) {
+    ModelConfig config = load_model_config(directory);
+    require_variant_accepts<V>(config, (directory / "config.json").string());
+    Checkpoint const checkpoint = Checkpoint::open(directory);
+    return DebertaModel(std::move(policy), std::move(config), checkpoint, options);
+  }
+
+  DebertaModel(P policy, ModelConfig config, Checkpoint const& checkpoint, ModelOptions options = {})
+      : policy_(std::move(policy)),
+        config_(std::move(config)),
+        options_(options),
+        weights_(WeightLoader<P>(policy_, checkpoint), config_) {}
+
+  ModelConfig const& config() const { return config_; }
+  P const& policy() const { return policy_; }
+  ModelOptions const& options() const { return options_; }
+  void set_attention(AttentionImpl impl) { options_.attention = impl; }
+  std::string const& backbone_prefix() const { return weights_.prefix; }
+
+  HiddenStates<P> forward(Batch const& batch) const {
+    batch.validate(config_);
+    FLASHDEBERTA_REQUIRE(batch.batch_size() > 0, "forward needs at least one sequence");
+    ForwardContext<P> const ctx(policy_, batch, options_.attention);
+    if (ctx.tokens() == 0) return {policy_.allocate(0, policy_.compute_dtype()), 0, config_.hidden_size};
+    auto embedded = weights_.embeddings.forward(ctx);
+    auto hidden = weights_.encoder.forward(ctx, std::move(embedded));
+    policy_.fence();
+    return {std::move(hidden), ctx.tokens(), config_.hidden_size};
+  }
+
+  // The hidden states in host memory, packed (T, H).
+  std::vector<float> forward_to_host(Batch const& batch) const {
+    HiddenStates<P> const states = forward(batch);
+    std::vector<float> host(static_cast<std::size_t>(states.tokens * states.hidden_size));
+    policy_.download(states.values, std::span<float>(host));
+    return host;
+  }
+
+ private:
+  struct Weights {
+    Weights(WeightLoader<P> const& w, ModelConfig const& c) : prefix(w.prefix()), embeddings(w, c), encoder(w, c) {}
+    std::string prefix;
+    Embeddings<P> embeddings;
+    Encoder<V, P> encoder;
+  };
+
+  P policy_;
+  ModelConfig config_;
+  ModelOptions options_;
+  Weights weights_;
+};
+
+template <ExecutionPolicy P>
+using DebertaV1 = DebertaModel<V1, P>;
+template <ExecutionPolicy P>
+using DebertaV2 = DebertaModel<V2, P>;
+template <ExecutionPolicy P>
+using DebertaV3 = DebertaModel<V3, P>;
+
+// Scatters packed (T, H) rows back to a zero-filled (B, L, H) array; L = batch.padded_length, or the
+// longest sequence for batches built from sequences.
+inline std::vector<float> unpack_to_padded(Batch const& batch, std::span<float const> packed, std::int64_t hidden) {
+  std::int64_t const length = batch.padded_length > 0 ? batch.padded_length : batch.max_seqlen();
+  std::vector<float> padded(static_cast<std::size_t>(batch.batch_size() * length * hidden), 0.0f);
+  for (std::int64_t b = 0; b < batch.batch_size(); ++b) {
+    for (std::int64_t t = batch.cu_seqlens[b]; t < batch.cu_seqlens[b + 1]; ++t) {
+      std::int64_t const row = b * length + batch.positions[t];
+      std::copy_n(packed.begin() + t * hidden, hidden, padded.begin() + row * hidden);
+    }
+  }
+  return padded;
+}
+
+}  // namespace flashdeberta

@@ -1,0 +1,97 @@
+// The closed set of operations a DeBERTa forward pass needs, as argument structs.
+//
+// Layers fill these; each execution policy implements one function per struct. Pointers refer to the
+// policy's memory space. Shapes are given as (rows, cols) comments; T is the number of packed tokens.
+#pragma once
+
+#include <cstdint>
+
+#include "flashdeberta/core/matrix_ref.hpp"
+#include "flashdeberta/model/model_config.hpp"
+
+namespace flashdeberta {
+
+enum class AttentionImpl {
+  kEager,  // materializes the (L, L) scores per head, in HF's order of operations: the reference path
+  kFlash,  // tiled online softmax, memory linear in L
+};
+
+// Packed variable-length sequences: sequence b owns tokens [cu_seqlens[b], cu_seqlens[b + 1]).
+struct SequenceLayout {
+  std::int32_t const* cu_seqlens = nullptr;  // (B + 1)
+  std::int32_t const* positions = nullptr;   // (T) index of each token in its original padded row
+  std::int64_t batch = 0;
+  std::int64_t total_tokens = 0;
+  std::int64_t max_seqlen = 0;       // longest sequence, in tokens
+  std::int64_t max_position = 0;     // largest positions[t] + 1
+  bool contiguous_positions = true;  // positions[t] - positions[first of sequence] == t - first for all t
+};
+
+// out (M, N) = act(alpha * a (M, K) . b (N, K)^T + bias (N)); b is a PyTorch Linear weight [out, in].
+struct GemmArgs {
+  MatrixRef a;
+  MatrixRef b;
+  void const* bias = nullptr;  // (N) in b's dtype, or null
+  MatrixRef out;
+  Activation activation = Activation::kIdentity;
+  float alpha = 1.0f;
+};
+
+// out (M, N) = LayerNorm(x + residual) * gamma + beta over each row; residual may be empty.
+struct LayerNormArgs {
+  MatrixRef x;
+  MatrixRef residual;
+  void const* gamma = nullptr;  // (N)
+  void const* beta = nullptr;   // (N)
+  float eps = 1e-7f;
+  MatrixRef out;
+};
+
+// out (T, E) = word[ids] + position[positions] + token_type[token_types] (HF's order of additions).
+struct EmbeddingArgs {
+  std::int32_t const* ids = nullptr;          // (T)
+  std::int32_t const* positions = nullptr;    // (T), used when position table is set
+  std::int32_t const* token_types = nullptr;  // (T), used when token_type table is set
+  MatrixRef word;                             // (V, E)
+  MatrixRef position;                         // (max_position_embeddings, E) or empty
+  MatrixRef token_type;                       // (type_vocab_size, E) or empty
+  MatrixRef out;                              // (T, E)
+};
+
+// out (T, C) = act(conv1d(x) + bias) within each sequence, zero-padded at sequence edges and across
+// holes in positions. weight is PyTorch's Conv1d layout (C, C / groups, kernel).
+struct Conv1dArgs {
+  MatrixRef x;  // (T, C)
+  void const* weight = nullptr;
+  void const* bias = nullptr;  // (C)
+  std::int64_t kernel_size = 0;
+  std::int64_t groups = 1;
+  Activation activation = Activation::kTanh;
+  MatrixRef out;  // (T, C)
+  SequenceLayout sequences;
+};
+
+// Disentangled self-attention over packed sequences (spec 4.3):
+//   S[h, i, j] = (q_i . k_j + [c2p] q_i . pos_key[delta(i, j)] + [p2c] k_j . pos_query[delta(i, j)]) / scale
+//   out_i = softmax_j(S[h, i, :]) . v
+// with delta(i, j) = relative_index[clamp(p_i - p_j, -saturation, saturation) + saturation], p = positions.
+// Head h of q, k, v occupies columns [h * head_stride, h * head_stride + head_size) of its matrix, so
+// one fused projection can be viewed in place (v1 interleaves q, k, v per head; v2 stacks them).
+struct AttentionArgs {
+  MatrixRef q;  // (T, *)
+  MatrixRef k;  // (T, *)
+  MatrixRef v;  // (T, *)
+  std::int64_t num_heads = 0;
+  std::int64_t head_size = 0;
+  std::int64_t head_stride = 0;  // column distance between heads in q, k and v
+  MatrixRef pos_key;             // (2k, A) projected relative keys, head h at columns h * head_size; empty without c2p
+  MatrixRef pos_query;           // (2k, A) projected relative queries; empty without p2c
+  std::int32_t const* relative_index = nullptr;  // (2 * saturation + 1) values in [0, 2k)
+  std::int64_t saturation = 0;                   // |p_i - p_j| >= saturation all map to the edge rows of the table
+  float scale = 1.0f;                            // sqrt(d * s)
+  MatrixRef out;                                 // (T, A), head h at columns h * head_size
+  SequenceLayout sequences;
+  AttentionImpl impl = AttentionImpl::kFlash;
+};
+
+}  // namespace flashdeberta
