@@ -1,0 +1,96 @@
+// A read-only POSIX memory mapping of a whole file, owned RAII-style.
+//
+// Checkpoints are mapped rather than read so that opening a multi-GB file costs nothing until a tensor
+// is touched, and tensors nobody asks for (heads, optimizer leftovers) are never paged in.
+// Contract: the file must not be truncated while mapped (the kernel would deliver SIGBUS on access).
+#pragma once
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <span>
+#include <string>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "flashdeberta/core/error.hpp"
+
+namespace flashdeberta::io {
+
+class MappedFile {
+ public:
+  static MappedFile open(std::filesystem::path const& path) {
+    int const fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    int const open_errno = errno;  // captured before building the message can touch errno
+    FLASHDEBERTA_REQUIRE(fd >= 0, path.string() << ": cannot open (" << std::strerror(open_errno) << ")");
+    // The mapping outlives the descriptor, so the descriptor is closed on every path out of here.
+    struct FdCloser {
+      int fd;
+      ~FdCloser() { ::close(fd); }
+    } const closer{fd};
+
+    struct stat st {};
+    int const stat_result = ::fstat(fd, &st);
+    int const stat_errno = errno;
+    FLASHDEBERTA_REQUIRE(stat_result == 0, path.string() << ": cannot stat (" << std::strerror(stat_errno) << ")");
+    FLASHDEBERTA_REQUIRE(S_ISREG(st.st_mode), path.string() << ": not a regular file");
+    FLASHDEBERTA_REQUIRE(
+        st.st_size >= 0 && static_cast<std::uintmax_t>(st.st_size) <= std::numeric_limits<std::size_t>::max(),
+        path.string() << ": file size " << st.st_size << " cannot be mapped");
+    auto const size = static_cast<std::size_t>(st.st_size);
+    if (size == 0) return MappedFile(path, nullptr, 0);  // mmap rejects length 0
+
+    void* const data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int const map_errno = errno;
+    FLASHDEBERTA_REQUIRE(data != MAP_FAILED,
+                         path.string() << ": cannot map " << size << " bytes (" << std::strerror(map_errno) << ")");
+    return MappedFile(path, data, size);
+  }
+
+  MappedFile(MappedFile&& other) noexcept
+      : path_(std::move(other.path_)),
+        data_(std::exchange(other.data_, nullptr)),
+        size_(std::exchange(other.size_, 0)) {}
+
+  MappedFile& operator=(MappedFile&& other) noexcept {
+    if (this != &other) {
+      unmap();
+      path_ = std::move(other.path_);
+      data_ = std::exchange(other.data_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+    }
+    return *this;
+  }
+
+  MappedFile(MappedFile const&) = delete;
+  MappedFile& operator=(MappedFile const&) = delete;
+  ~MappedFile() { unmap(); }
+
+  // Valid until this object is destroyed; moving the object keeps the same mapping (and the same span).
+  std::span<std::byte const> bytes() const { return {static_cast<std::byte const*>(data_), size_}; }
+  std::size_t size() const { return size_; }
+  std::filesystem::path const& path() const { return path_; }
+
+ private:
+  MappedFile(std::filesystem::path path, void* data, std::size_t size)
+      : path_(std::move(path)), data_(data), size_(size) {}
+
+  void unmap() noexcept {
+    if (data_ != nullptr) ::munmap(data_, size_);
+    data_ = nullptr;
+    size_ = 0;
+  }
+
+  std::filesystem::path path_;
+  void* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace flashdeberta::io
