@@ -1,0 +1,207 @@
+// A checkpoint directory as HF writes it: model.safetensors, or model.safetensors.index.json plus
+// its shards. Gives name -> TensorInfo lookup over all files and float32 reads with a shape check
+// against what the config requires (spec section 7).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "flashdeberta/core/error.hpp"
+#include "flashdeberta/io/json.hpp"
+#include "flashdeberta/io/mapped_file.hpp"
+#include "flashdeberta/io/safetensors.hpp"
+
+namespace flashdeberta {
+
+namespace detail {
+
+// One file of a checkpoint. Every format exposes its tensors as TensorInfo views over memory it keeps
+// alive, so lookup, shape checks and dtype conversion above this are format-independent. The torch
+// pickle reader (torch_checkpoint.hpp) slots in as a second alternative with the same two accessors.
+using CheckpointFile = std::variant<SafetensorsFile>;
+
+inline std::map<std::string, TensorInfo, std::less<>> const& checkpoint_file_tensors(CheckpointFile const& file) {
+  return std::visit(
+      [](auto const& f) -> auto const& { return f.tensors(); }, file);
+}
+
+inline std::string const& checkpoint_file_source(CheckpointFile const& file) {
+  return std::visit(
+      [](auto const& f) -> auto const& { return f.source(); }, file);
+}
+
+// Sorted file names of `dir`, cut after `limit`, for "the directory holds ..." messages.
+inline std::string describe_directory(std::filesystem::path const& dir, std::size_t limit = 20) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  if (names.empty()) return "nothing";
+  std::ostringstream os;
+  for (std::size_t i = 0; i < names.size() && i < limit; ++i) os << (i ? ", " : "") << names[i];
+  if (names.size() > limit) os << ", ... (" << names.size() - limit << " more)";
+  return os.str();
+}
+
+}  // namespace detail
+
+class Checkpoint {
+ public:
+  // `path`: a checkpoint directory, or a single .safetensors file.
+  static Checkpoint open(std::filesystem::path const& path) {
+    std::error_code ec;
+    Checkpoint ckpt;
+    if (std::filesystem::is_regular_file(path, ec) && path.extension() == ".safetensors") {
+      ckpt.directory_ = path.has_parent_path() ? path.parent_path() : ".";
+      ckpt.open_single(path);
+      return ckpt;
+    }
+    ckpt.directory_ = path;
+    FLASHDEBERTA_REQUIRE(std::filesystem::is_directory(path, ec),
+                         "checkpoint " << path.string() << ": not a directory (nor a .safetensors file)");
+    if (std::filesystem::exists(path / "model.safetensors", ec)) {
+      ckpt.open_single(path / "model.safetensors");
+    } else if (std::filesystem::exists(path / "model.safetensors.index.json", ec)) {
+      ckpt.open_sharded(path / "model.safetensors.index.json");
+    } else {
+      bool const torch = std::filesystem::exists(path / "pytorch_model.bin", ec) ||
+                         std::filesystem::exists(path / "pytorch_model.bin.index.json", ec);
+      FLASHDEBERTA_REQUIRE(!torch, "checkpoint " << path.string()
+                                                 << ": pytorch_model.bin is not supported yet; convert to safetensors "
+                                                    "(the directory holds: "
+                                                 << detail::describe_directory(path) << ")");
+      FLASHDEBERTA_FAIL("checkpoint " << path.string()
+                                      << ": neither model.safetensors nor model.safetensors.index.json found "
+                                         "(the directory holds: "
+                                      << detail::describe_directory(path) << ")");
+    }
+    return ckpt;
+  }
+
+  std::filesystem::path const& directory() const { return directory_; }
+
+  // Tensor names in lexicographic order.
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    out.reserve(entries_.size());
+    for (auto const& entry : entries_) out.push_back(entry.first);
+    return out;
+  }
+  std::size_t size() const { return entries_.size(); }
+
+  bool contains(std::string_view name) const { return entries_.find(name) != entries_.end(); }
+
+  TensorInfo const& info(std::string_view name) const { return *entry(name).info; }
+
+  // The file holding `name`, for messages.
+  std::string const& source_of(std::string_view name) const {
+    return detail::checkpoint_file_source(files_[entry(name).file]);
+  }
+
+  // The first candidate present, e.g. {"deberta.embeddings.word_embeddings.weight",
+  // "embeddings.word_embeddings.weight"}.
+  std::optional<std::string> find_first(std::initializer_list<std::string_view> candidates) const {
+    for (std::string_view name : candidates) {
+      if (contains(name)) return std::string(name);
+    }
+    return std::nullopt;
+  }
+
+  // Reads `name` as float32 after checking its shape against what the config requires.
+  std::vector<float> read_f32(std::string_view name, std::vector<std::int64_t> const& expected_shape) const {
+    TensorInfo const& t = info(name);
+    FLASHDEBERTA_REQUIRE(t.shape == expected_shape, "checkpoint " << directory_.string() << ": tensor '" << name
+                                                                  << "' has shape " << detail::format_shape(t.shape)
+                                                                  << ", the config requires "
+                                                                  << detail::format_shape(expected_shape));
+    return detail::tensor_to_f32(t, source_of(name));
+  }
+
+ private:
+  struct Entry {
+    TensorInfo const* info;  // points into files_[file], which never moves its tensors once loaded
+    std::size_t file;
+  };
+
+  Checkpoint() = default;
+
+  Entry const& entry(std::string_view name) const {
+    auto it = entries_.find(name);
+    FLASHDEBERTA_REQUIRE(it != entries_.end(), "checkpoint " << directory_.string() << ": no tensor named '" << name
+                                                             << "' (" << entries_.size() << " tensors present)");
+    return it->second;
+  }
+
+  void open_single(std::filesystem::path const& file) {
+    files_.emplace_back(SafetensorsFile::open(file));
+    for (auto const& [name, info] : detail::checkpoint_file_tensors(files_.back()))
+      entries_.emplace(name, Entry{&info, 0});
+  }
+
+  // HF's sharded layout: {"metadata": {...}, "weight_map": {tensor name: shard file name}}.
+  // The index is authoritative: a tensor is taken from the shard it is mapped to and must be there.
+  void open_sharded(std::filesystem::path const& index_path) {
+    std::string const index_name = index_path.string();
+    io::MappedFile const mapped = io::MappedFile::open(index_path);
+    std::string_view const text(reinterpret_cast<char const*>(mapped.bytes().data()), mapped.size());
+    io::Json const index = io::parse_json(text, index_name, "shard index");
+    io::JsonFields const fields(index, index_name);
+    io::Json const* weight_map = fields.find("weight_map");
+    FLASHDEBERTA_REQUIRE(weight_map != nullptr, index_name << ": key 'weight_map' is missing");
+    if (!weight_map->is_object()) io::fail_json_type(index_name, "key 'weight_map'", "an object", *weight_map);
+
+    std::map<std::string, std::size_t> file_ids;  // shard file name -> index in files_, each opened once
+    std::vector<std::pair<std::string, std::size_t>> wanted;
+    // No structured bindings here: clang < 16 cannot capture them in the message lambdas.
+    for (auto const& item : weight_map->items()) {
+      std::string const& name = item.key();
+      io::Json const& value = item.value();
+      std::string const& shard = io::json_as_string(value, index_name, "weight_map entry '" + name + "'");
+      auto [it, inserted] = file_ids.emplace(shard, files_.size());
+      if (inserted) {
+        // Only plain names: an index must not make the loader read files outside the checkpoint.
+        std::filesystem::path const shard_path(shard);
+        FLASHDEBERTA_REQUIRE(!shard.empty() && shard_path == shard_path.filename() && shard != "." && shard != "..",
+                             "checkpoint " << directory_.string() << ": model.safetensors.index.json maps '" << name
+                                           << "' to '" << shard << "', which is not a file name in the directory");
+        std::error_code ec;
+        FLASHDEBERTA_REQUIRE(std::filesystem::is_regular_file(directory_ / shard_path, ec),
+                             "checkpoint " << directory_.string() << ": model.safetensors.index.json maps '" << name
+                                           << "' to shard '" << shard << "', which does not exist");
+        files_.emplace_back(SafetensorsFile::open(directory_ / shard_path));
+      }
+      wanted.emplace_back(name, it->second);
+    }
+    for (auto const& want : wanted) {
+      std::string const& name = want.first;
+      std::size_t const file = want.second;
+      auto const& tensors = detail::checkpoint_file_tensors(files_[file]);
+      auto it = tensors.find(name);
+      FLASHDEBERTA_REQUIRE(it != tensors.end(),
+                           "checkpoint " << directory_.string() << ": model.safetensors.index.json maps '" << name
+                                         << "' to shard '" << detail::checkpoint_file_source(files_[file])
+                                         << "', which does not contain it");
+      entries_.emplace(name, Entry{&it->second, file});
+    }
+  }
+
+  std::filesystem::path directory_;
+  std::vector<detail::CheckpointFile> files_;
+  std::map<std::string, Entry, std::less<>> entries_;
+};
+
+}  // namespace flashdeberta

@@ -1,0 +1,82 @@
+// Helpers shared by the I/O unit tests: a self-removing temporary directory and file writers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <stdlib.h>
+
+#include <doctest/doctest.h>
+
+#include "flashdeberta/core/error.hpp"
+
+namespace flashdeberta::test {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "flashdeberta_io_XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path_ = pattern;
+  }
+  TempDir(TempDir const&) = delete;
+  TempDir& operator=(TempDir const&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::filesystem::path const& path() const { return path_; }
+  std::filesystem::path operator/(std::string_view name) const { return path_ / name; }
+
+  // Entries currently in the directory (used to prove a failed write left nothing behind).
+  std::size_t count() const {
+    std::size_t n = 0;
+    for ([[maybe_unused]] auto const& e : std::filesystem::directory_iterator(path_)) ++n;
+    return n;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline void write_file(std::filesystem::path const& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(out.good());
+}
+
+// A safetensors image from a raw header text: 8-byte little-endian length, header, `data_size` zero bytes.
+inline std::string safetensors_image(std::string_view header, std::size_t data_size) {
+  std::string out(8, '\0');
+  std::uint64_t const n = header.size();
+  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  out += header;
+  out.append(data_size, '\0');
+  return out;
+}
+
+template <class T>
+std::span<std::byte const> as_bytes_of(std::vector<T> const& v) {
+  return std::as_bytes(std::span<T const>(v));
+}
+
+// The message of the flashdeberta::Error `fn` throws; fails the test if it throws nothing.
+template <class Fn>
+std::string error_message(Fn&& fn) {
+  try {
+    fn();
+  } catch (flashdeberta::Error const& e) {
+    return e.what();
+  }
+  FAIL("expected flashdeberta::Error, nothing was thrown");
+  return {};
+}
+
+}  // namespace flashdeberta::test

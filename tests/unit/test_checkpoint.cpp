@@ -1,0 +1,140 @@
+// Checkpoint directories: single file, sharded index, and the ways an index or a directory can be wrong.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "flashdeberta/io/checkpoint.hpp"
+#include "flashdeberta/io/safetensors_writer.hpp"
+#include "io_test_util.hpp"
+
+using flashdeberta::Checkpoint;
+using flashdeberta::DType;
+using flashdeberta::write_safetensors;
+using flashdeberta::test::as_bytes_of;
+using flashdeberta::test::error_message;
+using flashdeberta::test::TempDir;
+using flashdeberta::test::write_file;
+
+namespace {
+
+std::vector<float> const kWord = {1, 2, 3, 4, 5, 6};  // [3, 2]
+std::vector<float> const kNorm = {0.5f, -0.5f};       // [2]
+
+// Two shards as HF writes them, and the index mapping each tensor to its shard.
+void write_sharded(TempDir const& dir, std::string const& weight_map) {
+  write_safetensors(dir / "model-00001-of-00002.safetensors",
+                    {{"embeddings.word_embeddings.weight", DType::kF32, {3, 2}, as_bytes_of(kWord)}});
+  write_safetensors(dir / "model-00002-of-00002.safetensors",
+                    {{"embeddings.LayerNorm.weight", DType::kF32, {2}, as_bytes_of(kNorm)}});
+  write_file(dir / "model.safetensors.index.json",
+             R"({"metadata": {"total_size": 32}, "weight_map": )" + weight_map + "}");
+}
+
+std::string const kGoodMap = R"({
+  "embeddings.word_embeddings.weight": "model-00001-of-00002.safetensors",
+  "embeddings.LayerNorm.weight": "model-00002-of-00002.safetensors"})";
+
+}  // namespace
+
+TEST_CASE("single model.safetensors") {
+  TempDir dir;
+  write_safetensors(dir / "model.safetensors",
+                    {{"deberta.embeddings.word_embeddings.weight", DType::kF32, {3, 2}, as_bytes_of(kWord)},
+                     {"deberta.embeddings.LayerNorm.weight", DType::kF32, {2}, as_bytes_of(kNorm)}});
+  Checkpoint const ckpt = Checkpoint::open(dir.path());
+  CHECK(ckpt.directory() == dir.path());
+  CHECK(ckpt.names() ==
+        std::vector<std::string>{"deberta.embeddings.LayerNorm.weight", "deberta.embeddings.word_embeddings.weight"});
+  CHECK(ckpt.contains("deberta.embeddings.LayerNorm.weight"));
+  CHECK(ckpt.read_f32("deberta.embeddings.word_embeddings.weight", {3, 2}) == kWord);
+  CHECK(ckpt.info("deberta.embeddings.LayerNorm.weight").numel == 2);
+  CHECK(ckpt.find_first({"embeddings.word_embeddings.weight", "deberta.embeddings.word_embeddings.weight"}) ==
+        "deberta.embeddings.word_embeddings.weight");
+  CHECK_FALSE(ckpt.find_first({"cls.predictions.bias", "lm_predictions.lm_head.bias"}).has_value());
+
+  // The file itself can be named instead of its directory.
+  CHECK(Checkpoint::open(dir / "model.safetensors").size() == 2);
+}
+
+TEST_CASE("shape mismatch and absent tensors name the checkpoint") {
+  TempDir dir;
+  write_safetensors(dir / "model.safetensors",
+                    {{"embeddings.word_embeddings.weight", DType::kF32, {3, 2}, as_bytes_of(kWord)}});
+  Checkpoint const ckpt = Checkpoint::open(dir.path());
+  CHECK(error_message([&] {
+          ckpt.read_f32("embeddings.word_embeddings.weight", {2, 3});
+        }) == "checkpoint " + dir.path().string() +
+                  ": tensor 'embeddings.word_embeddings.weight' has shape [3, 2], the config requires [2, 3]");
+  CHECK(error_message([&] { ckpt.read_f32("embeddings.word_embeddings.weight", {6}); }).find("requires [6]") !=
+        std::string::npos);
+  CHECK(error_message([&] { ckpt.info("encoder.rel_embeddings.weight"); }) ==
+        "checkpoint " + dir.path().string() + ": no tensor named 'encoder.rel_embeddings.weight' (1 tensors present)");
+}
+
+TEST_CASE("sharded index with two shards") {
+  TempDir dir;
+  write_sharded(dir, kGoodMap);
+  Checkpoint const ckpt = Checkpoint::open(dir.path());
+  CHECK(ckpt.size() == 2);
+  CHECK(ckpt.read_f32("embeddings.word_embeddings.weight", {3, 2}) == kWord);
+  CHECK(ckpt.read_f32("embeddings.LayerNorm.weight", {2}) == kNorm);
+  CHECK(ckpt.source_of("embeddings.LayerNorm.weight") == (dir / "model-00002-of-00002.safetensors").string());
+}
+
+TEST_CASE("sharded index errors") {
+  TempDir dir;
+  std::string const prefix = "checkpoint " + dir.path().string() + ": ";
+  SUBCASE("missing shard") {
+    write_sharded(dir, R"({"embeddings.word_embeddings.weight": "model-00003-of-00002.safetensors"})");
+    CHECK(error_message([&] { Checkpoint::open(dir.path()); }) ==
+          prefix +
+              "model.safetensors.index.json maps 'embeddings.word_embeddings.weight' to shard "
+              "'model-00003-of-00002.safetensors', which does not exist");
+  }
+  SUBCASE("name mapped to the wrong shard") {
+    write_sharded(dir, R"({"embeddings.word_embeddings.weight": "model-00002-of-00002.safetensors"})");
+    CHECK(error_message([&] { Checkpoint::open(dir.path()); }) ==
+          prefix + "model.safetensors.index.json maps 'embeddings.word_embeddings.weight' to shard '" +
+              (dir / "model-00002-of-00002.safetensors").string() + "', which does not contain it");
+  }
+  SUBCASE("shard outside the directory") {
+    write_sharded(dir, R"({"embeddings.word_embeddings.weight": "../model-00001-of-00002.safetensors"})");
+    CHECK(error_message([&] { Checkpoint::open(dir.path()); }).find("which is not a file name in the directory") !=
+          std::string::npos);
+  }
+  SUBCASE("index without weight_map") {
+    write_file(dir / "model.safetensors.index.json", R"({"metadata": {}})");
+    CHECK(error_message([&] { Checkpoint::open(dir.path()); }) ==
+          (dir / "model.safetensors.index.json").string() + ": key 'weight_map' is missing");
+  }
+  SUBCASE("weight_map entry not a string") {
+    write_file(dir / "model.safetensors.index.json", R"({"weight_map": {"a": 1}})");
+    CHECK(error_message([&] { Checkpoint::open(dir.path()); }).find("weight_map entry 'a' must be a string") !=
+          std::string::npos);
+  }
+  SUBCASE("a corrupt shard is reported with its own path") {
+    write_sharded(dir, kGoodMap);
+    write_file(dir / "model-00002-of-00002.safetensors", "short");
+    CHECK(error_message([&] { Checkpoint::open(dir.path()); }) ==
+          (dir / "model-00002-of-00002.safetensors").string() +
+              ": file is 5 bytes, too short for the 8-byte safetensors header length");
+  }
+}
+
+TEST_CASE("directories without a usable checkpoint") {
+  TempDir dir;
+  write_file(dir / "config.json", "{}");
+  write_file(dir / "spm.model", "x");
+  CHECK(error_message([&] { Checkpoint::open(dir.path()); }) ==
+        "checkpoint " + dir.path().string() +
+            ": neither model.safetensors nor model.safetensors.index.json found (the directory holds: config.json, "
+            "spm.model)");
+  write_file(dir / "pytorch_model.bin", "PK");
+  CHECK(error_message([&] {
+          Checkpoint::open(dir.path());
+        }).find(": pytorch_model.bin is not supported yet; convert to safetensors") != std::string::npos);
+  CHECK(error_message([&] { Checkpoint::open(dir / "nowhere"); }).find("not a directory") != std::string::npos);
+}
