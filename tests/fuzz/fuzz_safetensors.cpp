@@ -1,0 +1,25 @@
+// libFuzzer target: arbitrary bytes as a safetensors image. Any outcome other than a parsed file or a
+// flashdeberta::Error (a crash, a sanitizer report, another exception type) is a bug.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "flashdeberta/io/safetensors.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+  try {
+    auto const file = flashdeberta::SafetensorsFile::parse(std::as_bytes(std::span(data, size)), "fuzz");
+    // Reading every tensor proves the validated views stay inside the image.
+    for (auto const& name : file.names()) {
+      flashdeberta::TensorInfo const& info = file.info(name);
+      if (flashdeberta::is_floating(info.dtype)) {
+        if (file.read_f32(name).size() != static_cast<std::size_t>(info.numel)) __builtin_trap();
+      } else {
+        if (file.read_i64(name).size() != static_cast<std::size_t>(info.numel)) __builtin_trap();
+      }
+    }
+    (void)file.metadata();
+  } catch (flashdeberta::Error const&) {
+  }
+  return 0;
+}
