@@ -28,7 +28,7 @@ if [ -f "$root/tests/fuzz/CMakeLists.txt" ]; then
     -DFLASHDEBERTA_WITH_EIGEN=OFF >/dev/null
   cmake --build "$fuzz" -j"$jobs" --target fuzz_safetensors fuzz_config
   for target in fuzz_safetensors fuzz_config; do
-    "$fuzz/tests/fuzz/$target" -max_total_time="${FLASHDEBERTA_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 2>&1 | tail -n 2
+    "$fuzz/tests/fuzz/$target" -max_total_time="${FLASHDEBERTA_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -dict="$root/tests/fuzz/${target#fuzz_}.dict" 2>&1 | tail -n 2
   done
 fi
 echo "all test steps passed"
