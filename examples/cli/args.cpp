@@ -1,0 +1,294 @@
+#include "args.hpp"
+
+#include <charconv>
+#include <functional>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "flashdeberta/config.hpp"
+
+namespace flashdeberta::cli {
+
+std::string_view backend_name(BackendKind backend) {
+  switch (backend) {
+    case BackendKind::kEigen:
+      return "eigen";
+    case BackendKind::kKokkos:
+      return "kokkos";
+    case BackendKind::kCuda:
+      return "cuda";
+  }
+  return "?";
+}
+
+std::string_view attention_name(AttentionImpl attention) {
+  return attention == AttentionImpl::kEager ? "eager" : "flash";
+}
+
+std::string_view dtype_option_name(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "fp16";
+    default:
+      return "fp32";
+  }
+}
+
+std::string describe_backend(CommonOptions const& o, int threads) {
+  return std::string(backend_name(o.backend)) + ", attention " + std::string(attention_name(o.attention)) + ", dtype " +
+         std::string(dtype_option_name(o.dtype)) + ", " + std::to_string(threads) +
+         (threads == 1 ? " thread" : " threads");
+}
+
+namespace {
+
+// "eigen, kokkos (not in this build), cuda (not in this build)": the help says what this binary can do.
+std::string backend_list() {
+  std::string out;
+  for (BackendKind b : {BackendKind::kEigen, BackendKind::kKokkos, BackendKind::kCuda}) {
+    if (!out.empty()) out += ", ";
+    out += backend_name(b);
+    if (b == BackendKind::kEigen) out += " (default)";
+    if (!backend_compiled_in(b)) out += " (not in this build)";
+  }
+  return out;
+}
+
+struct OptionSpec {
+  std::string_view name;  // without the leading "--"
+  bool takes_value = true;
+  bool required = false;
+  std::function<void(std::string_view)> apply;
+};
+
+std::string see_help(std::string_view command) { return " (see 'flashdeberta " + std::string(command) + " --help')"; }
+
+[[noreturn]] void usage_fail(std::string const& message, std::string_view command) {
+  throw UsageError(message + see_help(command));
+}
+
+// Whole-string integer in [min, max]; "12x", "", "1e3" and out-of-range values are usage errors.
+std::int64_t parse_integer(std::string_view option, std::string_view text, std::int64_t min, std::int64_t max,
+                           std::string_view command) {
+  std::int64_t value = 0;
+  auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+    std::ostringstream os;
+    os << "--" << option << " '" << text << "' is not an integer in [" << min << ", " << max << "]";
+    usage_fail(os.str(), command);
+  }
+  return value;
+}
+
+// Options shared by run and bench.
+std::vector<OptionSpec> common_specs(CommonOptions& o, std::string_view command) {
+  return {
+      {"model", true, true, [&o](std::string_view v) { o.model = std::filesystem::path(v); }},
+      {"backend", true, false,
+       [&o, command](std::string_view v) {
+         if (v == "eigen") {
+           o.backend = BackendKind::kEigen;
+         } else if (v == "kokkos") {
+           o.backend = BackendKind::kKokkos;
+         } else if (v == "cuda") {
+           o.backend = BackendKind::kCuda;
+         } else {
+           usage_fail("unknown backend '" + std::string(v) + "' (expected eigen, kokkos or cuda)", command);
+         }
+         if (!backend_compiled_in(o.backend)) {
+           std::string const shown = o.backend == BackendKind::kCuda ? "CUDA" : "Kokkos";
+           throw UsageError("--backend " + std::string(v) + ": this build has no " + shown +
+                            " backend (backends: " + backend_list() + ")");
+         }
+       }},
+      {"attention", true, false,
+       [&o, command](std::string_view v) {
+         if (v == "flash") {
+           o.attention = AttentionImpl::kFlash;
+         } else if (v == "eager") {
+           o.attention = AttentionImpl::kEager;
+         } else {
+           usage_fail("unknown attention '" + std::string(v) + "' (expected flash or eager)", command);
+         }
+       }},
+      {"dtype", true, false,
+       [&o, command](std::string_view v) {
+         if (v == "fp32") {
+           o.dtype = DType::kF32;
+         } else if (v == "bf16") {
+           o.dtype = DType::kBF16;
+         } else if (v == "fp16") {
+           o.dtype = DType::kF16;
+         } else {
+           usage_fail("unknown dtype '" + std::string(v) + "' (expected fp32, bf16 or fp16)", command);
+         }
+       }},
+      {"threads", true, false,
+       [&o, command](std::string_view v) {
+         o.threads = static_cast<int>(parse_integer("threads", v, 0, 4096, command));
+       }},
+  };
+}
+
+bool is_help(std::string_view arg) { return arg == "-h" || arg == "--help"; }
+
+// Returns false when --help was given (anywhere, so "run --model x --help" helps rather than fails).
+bool parse_options(std::string_view command, std::span<char const* const> args, std::vector<OptionSpec> const& specs) {
+  for (char const* arg : args) {
+    if (is_help(arg)) return false;
+  }
+  std::set<std::string_view> seen;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string_view const arg = args[i];
+    if (!arg.starts_with("--")) {
+      if (arg.starts_with("-") && arg.size() > 1) usage_fail("unknown option '" + std::string(arg) + "'", command);
+      usage_fail("unexpected argument '" + std::string(arg) + "'", command);
+    }
+    std::size_t const eq = arg.find('=');
+    std::string_view const name = arg.substr(2, eq == std::string_view::npos ? std::string_view::npos : eq - 2);
+    OptionSpec const* spec = nullptr;
+    for (auto const& s : specs) {
+      if (s.name == name) spec = &s;
+    }
+    if (spec == nullptr) {
+      usage_fail("unknown option '--" + std::string(name) + "' for '" + std::string(command) + "'", command);
+    }
+    if (!seen.insert(spec->name).second) usage_fail("option --" + std::string(name) + " is given twice", command);
+    if (!spec->takes_value) {
+      if (eq != std::string_view::npos) usage_fail("option --" + std::string(name) + " takes no value", command);
+      spec->apply({});
+      continue;
+    }
+    std::string_view value;
+    if (eq != std::string_view::npos) {
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < args.size() && !std::string_view(args[i + 1]).starts_with("--")) {
+      value = args[++i];
+    } else {
+      usage_fail("option --" + std::string(name) + " needs a value", command);
+    }
+    if (value.empty()) usage_fail("option --" + std::string(name) + " has an empty value", command);
+    spec->apply(value);
+  }
+  for (auto const& s : specs) {
+    if (s.required && !seen.contains(s.name)) usage_fail("missing --" + std::string(s.name), command);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<RunOptions> parse_run_options(std::span<char const* const> args) {
+  RunOptions o;
+  std::vector<OptionSpec> specs = common_specs(o.common, "run");
+  specs.push_back({"input", true, true, [&o](std::string_view v) { o.input = std::filesystem::path(v); }});
+  specs.push_back({"output", true, true, [&o](std::string_view v) { o.output = std::filesystem::path(v); }});
+  if (!parse_options("run", args, specs)) return std::nullopt;
+  return o;
+}
+
+std::optional<BenchOptions> parse_bench_options(std::span<char const* const> args) {
+  BenchOptions o;
+  std::vector<OptionSpec> specs = common_specs(o.common, "bench");
+  // Batch::cu_seqlens is int32, so the token count of one batch must fit in it.
+  constexpr std::int64_t kMaxTokens = std::numeric_limits<std::int32_t>::max();
+  specs.push_back(
+      {"batch", true, true, [&o](std::string_view v) { o.batch = parse_integer("batch", v, 1, kMaxTokens, "bench"); }});
+  specs.push_back({"seq-len", true, true,
+                   [&o](std::string_view v) { o.seq_len = parse_integer("seq-len", v, 1, kMaxTokens, "bench"); }});
+  specs.push_back({"repeat", true, false, [&o](std::string_view v) {
+                     o.repeat = static_cast<int>(parse_integer("repeat", v, 1, 1000000, "bench"));
+                   }});
+  specs.push_back({"json", false, false, [&o](std::string_view) { o.json = true; }});
+  if (!parse_options("bench", args, specs)) return std::nullopt;
+  if (o.batch > kMaxTokens / o.seq_len) {
+    usage_fail("--batch " + std::to_string(o.batch) + " x --seq-len " + std::to_string(o.seq_len) +
+                   " tokens exceed the int32 limit of one batch",
+               "bench");
+  }
+  return o;
+}
+
+std::string main_help() {
+  return "usage: flashdeberta <command> [options]\n"
+         "\n"
+         "Runs Hugging Face DeBERTa v1/v2/v3 checkpoints (flashdeberta " FLASHDEBERTA_VERSION_STRING
+         ").\n"
+         "\n"
+         "commands:\n"
+         "  run      run the backbone on token ids from a JSON file, write last_hidden_state\n"
+         "  bench    time the forward pass on random token ids\n"
+         "\n"
+         "options:\n"
+         "  -h, --help   show this help; 'flashdeberta <command> --help' shows a command's options\n"
+         "  --version    print the version\n"
+         "\n"
+         "exit status: 0 on success, 2 for usage errors, 1 for any other error (one line on stderr).\n";
+}
+
+namespace {
+
+std::string model_help() {
+  return "  --model DIR          Hugging Face checkpoint directory (config.json + model.safetensors);\n"
+         "                       config.json picks the variant: model_type deberta -> v1,\n"
+         "                       deberta-v2 with conv_kernel_size > 0 -> v2, else v3\n";
+}
+
+std::string backend_help() {
+  return "  --backend NAME       " + backend_list() +
+         "\n"
+         "  --attention IMPL     flash (default) or eager (materializes the L x L scores, as HF does)\n"
+         "  --dtype TYPE         compute type: fp32 (default), bf16, fp16; the eigen and kokkos\n"
+         "                       backends compute in fp32 only\n"
+         "  --threads N          host threads; 0 (default) uses every core\n";
+}
+
+}  // namespace
+
+std::string run_help() {
+  return "usage: flashdeberta run --model DIR --input IN.json --output OUT.safetensors\n"
+         "                        [--backend eigen|kokkos|cuda] [--attention flash|eager]\n"
+         "                        [--dtype fp32|bf16|fp16] [--threads N]\n"
+         "\n"
+         "Runs the DeBERTa backbone on token ids and writes its last hidden state.\n"
+         "\n" +
+         model_help() +
+         "  --input IN.json      {\"input_ids\": [[...], ...], \"attention_mask\": ..., \"token_type_ids\": ...}\n"
+         "                       each a nested list [B][L] of integers, or [B][C][L] for multiple choice;\n"
+         "                       attention_mask (0/1, default all 1) and token_type_ids (default all 0)\n"
+         "                       are optional\n"
+         "  --output OUT         safetensors file with float32 last_hidden_state [B, L, H]\n"
+         "                       ([B, C, L, H] for a [B][C][L] input). Positions with attention_mask 0\n"
+         "                       are zeros (HF leaves padding-dependent values there). Written\n"
+         "                       atomically: after any error no output file exists.\n" +
+         backend_help() +
+         "  -h, --help           show this help\n"
+         "\n"
+         "exit status: 0 on success, 2 for usage errors, 1 for any other error (one line on stderr).\n";
+}
+
+std::string bench_help() {
+  return "usage: flashdeberta bench --model DIR [--backend eigen|kokkos|cuda] [--attention flash|eager]\n"
+         "                          [--dtype fp32|bf16|fp16] [--threads N]\n"
+         "                          --batch B --seq-len L [--repeat N] [--json]\n"
+         "\n"
+         "Times the forward pass on B random sequences of L token ids (fixed seed, ids in [0, vocab))\n"
+         "after one warm-up run; prints the median, 10th and 90th percentile milliseconds, tokens/s\n"
+         "and peak memory (host peak RSS, which includes the loaded weights).\n"
+         "\n" +
+         model_help() + backend_help() +
+         "  --batch B            sequences per forward pass\n"
+         "  --seq-len L          tokens per sequence\n"
+         "  --repeat N           timed runs (default 10)\n"
+         "  --json               print exactly one JSON object line with median_ms, p10_ms, p90_ms,\n"
+         "                       tokens_per_s, peak_bytes, backend, attention, batch, seq_len, repeat\n"
+         "  -h, --help           show this help\n"
+         "\n"
+         "exit status: 0 on success, 2 for usage errors, 1 for any other error (one line on stderr).\n";
+}
+
+}  // namespace flashdeberta::cli

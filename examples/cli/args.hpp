@@ -1,0 +1,69 @@
+// Command-line options of the flashdeberta CLI: the option structs, their parsers and the help texts.
+//
+// Parsing only checks the command line itself (known options, values that parse, required options
+// present); whether a file exists or a backend computes a dtype is decided later, by the commands.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "flashdeberta/core/dtype.hpp"
+#include "flashdeberta/policy/op_args.hpp"
+
+namespace flashdeberta::cli {
+
+// A mistake in the command line. main() turns it into exit status 2, as getopt-style tools do, so a
+// script can tell "you called me wrong" from "the run failed" (status 1).
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class BackendKind { kEigen, kKokkos, kCuda };
+
+struct CommonOptions {
+  std::filesystem::path model;
+  BackendKind backend = BackendKind::kEigen;
+  AttentionImpl attention = AttentionImpl::kFlash;
+  DType dtype = DType::kF32;
+  int threads = 0;  // 0: every core the backend sees
+};
+
+struct RunOptions {
+  CommonOptions common;
+  std::filesystem::path input;
+  std::filesystem::path output;
+};
+
+struct BenchOptions {
+  CommonOptions common;
+  std::int64_t batch = 0;
+  std::int64_t seq_len = 0;
+  int repeat = 10;
+  bool json = false;
+};
+
+std::string_view backend_name(BackendKind backend);
+std::string_view attention_name(AttentionImpl attention);
+std::string_view dtype_option_name(DType dtype);  // "fp32", "bf16", "fp16"
+
+// "eigen, attention flash, dtype fp32, 8 threads": the summary line both commands print.
+std::string describe_backend(CommonOptions const& options, int threads);
+
+// Whether this binary was built with the backend (the CUDA backend does not exist yet).
+bool backend_compiled_in(BackendKind backend);
+
+// `args` excludes the program and command names. nullopt: --help was given and the help printed.
+std::optional<RunOptions> parse_run_options(std::span<char const* const> args);
+std::optional<BenchOptions> parse_bench_options(std::span<char const* const> args);
+
+std::string main_help();
+std::string run_help();
+std::string bench_help();
+
+}  // namespace flashdeberta::cli

@@ -1,0 +1,12 @@
+// The CLI's commands. Each returns the process exit status on success and throws on failure; main()
+// turns UsageError into status 2 and every other exception into status 1.
+#pragma once
+
+#include "args.hpp"
+
+namespace flashdeberta::cli {
+
+int run_command(RunOptions const& options);
+int bench_command(BenchOptions const& options);
+
+}  // namespace flashdeberta::cli

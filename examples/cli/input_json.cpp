@@ -1,0 +1,167 @@
+#include "input_json.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <string_view>
+
+#include "flashdeberta/io/json.hpp"
+#include "flashdeberta/io/mapped_file.hpp"
+#include "flashdeberta/io/safetensors.hpp"
+
+namespace flashdeberta::cli {
+
+namespace {
+
+constexpr std::string_view kIds = "input_ids";
+constexpr std::string_view kMask = "attention_mask";
+constexpr std::string_view kTypes = "token_type_ids";
+
+// "input_ids[1][0][5]" for the flat index of a value in a field of the given shape.
+std::string element_name(std::string_view field, std::vector<std::int64_t> const& shape, std::int64_t flat) {
+  std::vector<std::int64_t> index(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  std::string out(field);
+  for (std::int64_t i : index) out += "[" + std::to_string(i) + "]";
+  return out;
+}
+
+// The shape a nested list claims through its first elements; the walk below holds every row to it.
+std::vector<std::int64_t> leading_shape(io::Json const& value) {
+  std::vector<std::int64_t> shape;
+  io::Json const* v = &value;
+  while (v->is_array()) {
+    shape.push_back(static_cast<std::int64_t>(v->size()));
+    if (v->empty()) break;
+    v = &(*v)[0];
+  }
+  return shape;
+}
+
+void collect(io::Json const& value, std::vector<std::int64_t> const& shape, std::size_t depth, std::string_view field,
+             std::string const& name, std::string const& source, std::vector<std::int64_t>& out) {
+  if (depth == shape.size()) {
+    out.push_back(io::json_as_int64(value, source, name));
+    return;
+  }
+  if (!value.is_array()) io::fail_json_type(source, name, "a list", value);
+  if (static_cast<std::int64_t>(value.size()) != shape[depth]) {
+    std::string first(field);  // the element at the same depth whose length set the shape
+    for (std::size_t d = 0; d < depth; ++d) first += "[0]";
+    FLASHDEBERTA_FAIL(source << ": " << name << " has " << value.size() << " entries but " << first << " has "
+                             << shape[depth]
+                             << "; rows must have equal length (pad them and set attention_mask 0 on the padding)");
+  }
+  bool const leaves = depth + 1 == shape.size();
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    io::Json const& item = value[i];
+    // Fast path for the common case; the element's name is built only when a message needs it.
+    if (leaves && item.is_number_integer() &&
+        (!item.is_number_unsigned() || item.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT64_MAX))) {
+      out.push_back(item.get<std::int64_t>());
+      continue;
+    }
+    collect(item, shape, depth + 1, field, name + "[" + std::to_string(i) + "]", source, out);
+  }
+}
+
+// One field as (shape, values); `reference` is input_ids' shape, which the other fields must match.
+std::vector<std::int64_t> read_field(io::Json const& value, std::string_view field, std::string const& source,
+                                     std::vector<std::int64_t>& shape, std::vector<std::int64_t> const* reference) {
+  shape = leading_shape(value);
+  if (!value.is_array()) io::fail_json_type(source, "key '" + std::string(field) + "'", "a nested list [B][L]", value);
+  FLASHDEBERTA_REQUIRE(!value.empty(), source << ": key '" << field << "' is an empty list");
+  FLASHDEBERTA_REQUIRE(shape.size() == 2 || shape.size() == 3,
+                       source << ": key '" << field << "' has rank " << shape.size()
+                              << "; it must be a nested list [B][L] (or [B][C][L] for multiple choice)"
+                              << (shape.size() == 1 ? ", e.g. [[1, 2, 3]] for one sequence" : ""));
+  FLASHDEBERTA_REQUIRE(shape.back() > 0, source << ": key '" << field << "' has rows of length 0");
+  if (reference != nullptr && shape != *reference) {
+    FLASHDEBERTA_FAIL(source << ": " << field << " has shape " << detail::format_shape(shape) << " but " << kIds
+                             << " has shape " << detail::format_shape(*reference));
+  }
+  std::vector<std::int64_t> values;
+  values.reserve(static_cast<std::size_t>(detail::checked_numel(shape).value_or(0)));
+  collect(value, shape, 0, field, std::string(field), source, values);
+  return values;
+}
+
+}  // namespace
+
+std::int64_t TokenInput::rows() const { return shape.size() == 3 ? shape[0] * shape[1] : shape[0]; }
+
+bool TokenInput::dense() const {
+  return std::all_of(mask.begin(), mask.end(), [](std::int64_t m) { return m == 1; });
+}
+
+TokenInput read_token_input(std::filesystem::path const& path) {
+  TokenInput input;
+  input.source = path.string();
+  std::string const& source = input.source;
+  io::Json root;
+  {
+    // The mapping is released once parsed; only the integer fields are kept.
+    io::MappedFile const file = io::MappedFile::open(path);
+    std::string_view const text(reinterpret_cast<char const*>(file.bytes().data()), file.size());
+    root = io::parse_json(text, source, "input");
+  }
+  if (!root.is_object()) io::fail_json_type(source, "the input", "an object with key 'input_ids'", root);
+  for (auto const& item : root.items()) {
+    std::string const& key = item.key();
+    // A misspelt attention_mask would otherwise be ignored and silently change the result.
+    FLASHDEBERTA_REQUIRE(
+        key == kIds || key == kMask || key == kTypes,
+        source << ": unknown key '" << key << "' (accepted: input_ids, attention_mask, token_type_ids)");
+  }
+  FLASHDEBERTA_REQUIRE(root.contains(kIds), source << ": key 'input_ids' is missing");
+
+  input.ids = read_field(root[kIds], kIds, source, input.shape, nullptr);
+  std::vector<std::int64_t> shape;
+  if (root.contains(kMask)) input.mask = read_field(root[kMask], kMask, source, shape, &input.shape);
+  if (root.contains(kTypes)) input.types = read_field(root[kTypes], kTypes, source, shape, &input.shape);
+
+  // Cu_seqlens and positions are int32 in Batch.
+  FLASHDEBERTA_REQUIRE(static_cast<std::int64_t>(input.ids.size()) <= INT32_MAX,
+                       source << ": input_ids has " << input.ids.size() << " values, more than one batch can hold");
+  for (std::size_t i = 0; i < input.ids.size(); ++i) {
+    FLASHDEBERTA_REQUIRE(input.ids[i] >= 0, source << ": " << element_name(kIds, input.shape, i) << " is "
+                                                   << input.ids[i] << "; token ids must be non-negative");
+  }
+  for (std::size_t i = 0; i < input.mask.size(); ++i) {
+    FLASHDEBERTA_REQUIRE(input.mask[i] == 0 || input.mask[i] == 1, source << ": " << element_name(kMask, input.shape, i)
+                                                                          << " is " << input.mask[i]
+                                                                          << "; attention_mask values must be 0 or 1");
+  }
+  for (std::size_t i = 0; i < input.types.size(); ++i) {
+    FLASHDEBERTA_REQUIRE(input.types[i] >= 0, source << ": " << element_name(kTypes, input.shape, i) << " is "
+                                                     << input.types[i] << "; token type ids must be non-negative");
+  }
+  return input;
+}
+
+void check_against_config(TokenInput const& input, ModelConfig const& config, std::string const& config_source) {
+  for (std::size_t i = 0; i < input.ids.size(); ++i) {
+    FLASHDEBERTA_REQUIRE(input.ids[i] < config.vocab_size,
+                         input.source << ": " << element_name(kIds, input.shape, i) << " = " << input.ids[i]
+                                      << " is outside the vocabulary (vocab_size " << config.vocab_size << " in "
+                                      << config_source << ")");
+  }
+  // HF adds token type embeddings only when type_vocab_size > 0 and ignores token_type_ids otherwise.
+  if (config.type_vocab_size == 0) return;
+  for (std::size_t i = 0; i < input.types.size(); ++i) {
+    FLASHDEBERTA_REQUIRE(input.types[i] < config.type_vocab_size,
+                         input.source << ": " << element_name(kTypes, input.shape, i) << " = " << input.types[i]
+                                      << " is outside type_vocab_size " << config.type_vocab_size << " ("
+                                      << config_source << ")");
+  }
+}
+
+Batch to_batch(TokenInput const& input, ModelConfig const& config) {
+  std::span<std::int64_t const> types;
+  if (config.type_vocab_size > 0) types = input.types;  // HF ignores them otherwise; so does the batch
+  return Batch::from_padded(input.rows(), input.length(), input.ids, input.mask, types);
+}
+
+}  // namespace flashdeberta::cli

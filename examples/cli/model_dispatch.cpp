@@ -1,0 +1,155 @@
+#include "model_dispatch.hpp"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include "flashdeberta/eigen/eigen_policy.hpp"
+#include "flashdeberta/io/config_json.hpp"
+#include "flashdeberta/model/deberta_model.hpp"
+
+// CMake links flashdeberta::kokkos and defines FLASHDEBERTA_CLI_WITH_KOKKOS when the Kokkos backend is
+// configured; the header test lets the CLI build while that backend is still being written.
+#if defined(FLASHDEBERTA_CLI_WITH_KOKKOS) && __has_include(<flashdeberta/kokkos/kokkos_policy.hpp>)
+#define FLASHDEBERTA_CLI_HAS_KOKKOS 1
+#include <Kokkos_Core.hpp>
+
+#include "flashdeberta/kokkos/kokkos_policy.hpp"
+#else
+#define FLASHDEBERTA_CLI_HAS_KOKKOS 0
+#endif
+
+namespace flashdeberta::cli {
+
+bool backend_compiled_in(BackendKind backend) {
+  switch (backend) {
+    case BackendKind::kEigen:
+      return true;
+    case BackendKind::kKokkos:
+      return FLASHDEBERTA_CLI_HAS_KOKKOS != 0;
+    case BackendKind::kCuda:
+      return false;  // the CUDA backend is a later issue
+  }
+  return false;
+}
+
+namespace {
+
+// The closed set of policies this build can run; std::visit is the run-time -> compile-time switch.
+using AnyPolicy = std::variant<EigenPolicy
+#if FLASHDEBERTA_CLI_HAS_KOKKOS
+                               ,
+                               KokkosPolicy<>
+#endif
+                               >;
+
+// config.json -> variant: model_type deberta is v1; deberta-v2 with the conv layer is v2; else v3, whose
+// inference code is v2's without the conv layer.
+template <class Fn>
+decltype(auto) with_variant(ModelConfig const& config, Fn&& fn) {
+  if (config.model_type == ModelType::kDeberta) return fn.template operator()<V1>();
+  if (config.conv_kernel_size > 0) return fn.template operator()<V2>();
+  return fn.template operator()<V3>();
+}
+
+template <Variant V, ExecutionPolicy P>
+class TypedModel final : public LoadedModel {
+ public:
+  TypedModel(P const& policy, std::filesystem::path const& directory, ModelOptions options)
+      : model_(DebertaModel<V, P>::load(policy, directory, options)) {}
+
+  std::vector<float> forward_to_host(Batch const& batch) const override { return model_.forward_to_host(batch); }
+  void forward(Batch const& batch) const override { (void)model_.forward(batch); }
+
+ private:
+  DebertaModel<V, P> model_;
+};
+
+#if FLASHDEBERTA_CLI_HAS_KOKKOS
+// Kokkos may be initialized once per process; the guard finalizes it when the Backend goes away.
+// Warnings are off because the CLI promises errors as one line on stderr and nothing else there.
+std::shared_ptr<void> start_kokkos(int threads) {
+#if KOKKOS_VERSION >= 30700
+  auto settings = Kokkos::InitializationSettings().set_disable_warnings(true);
+  if (threads > 0) settings.set_num_threads(threads);
+  return std::make_shared<Kokkos::ScopeGuard>(settings);
+#else
+  return std::make_shared<Kokkos::ScopeGuard>(Kokkos::InitArguments(threads > 0 ? threads : -1, -1, -1, true));
+#endif
+}
+#endif
+
+}  // namespace
+
+ModelConfig read_model_config(std::filesystem::path const& directory) {
+  std::error_code ec;
+  FLASHDEBERTA_REQUIRE(std::filesystem::is_directory(directory, ec),
+                       "--model " << directory.string() << ": no such directory (a Hugging Face checkpoint directory "
+                                  << "with config.json and model.safetensors is expected)");
+  return load_model_config(directory);
+}
+
+std::string_view variant_name(ModelConfig const& config) {
+  return with_variant(config, []<Variant V>() -> std::string_view { return V::kName; });
+}
+
+struct Backend::State {
+  std::shared_ptr<void> runtime;  // declared before the policy, so destroyed after it
+  std::optional<AnyPolicy> policy;
+  AttentionImpl attention = AttentionImpl::kFlash;
+};
+
+Backend::Backend(CommonOptions const& options) : state_(std::make_unique<State>()) {
+  state_->attention = options.attention;
+  std::string const name(backend_name(options.backend));
+  if (!backend_compiled_in(options.backend)) {
+    throw UsageError("--backend " + name + ": this build has no " + (name == "cuda" ? "CUDA" : "Kokkos") + " backend");
+  }
+  switch (options.backend) {
+    case BackendKind::kEigen:
+      state_->policy.emplace(std::in_place_type<EigenPolicy>, options.threads);
+      break;
+#if FLASHDEBERTA_CLI_HAS_KOKKOS
+    case BackendKind::kKokkos:
+      state_->runtime = start_kokkos(options.threads);
+      state_->policy.emplace(std::in_place_type<KokkosPolicy<>>);
+      break;
+#endif
+    default:
+      break;
+  }
+  // The policy, not a table here, says what it computes in, so a backend that gains bf16 needs no CLI change.
+  DType const computes = std::visit([](auto const& p) { return p.compute_dtype(); }, *state_->policy);
+  if (computes != options.dtype) {
+    throw UsageError("--dtype " + std::string(dtype_option_name(options.dtype)) + ": the " + name +
+                     " backend computes in " + std::string(dtype_option_name(computes)) + " only");
+  }
+}
+
+Backend::~Backend() = default;
+
+std::unique_ptr<LoadedModel> Backend::load(std::filesystem::path const& directory, ModelConfig const& config) const {
+  ModelOptions const options{.attention = state_->attention};
+  return std::visit(
+      [&]<ExecutionPolicy P>(P const& policy) {
+        return with_variant(config, [&]<Variant V>() -> std::unique_ptr<LoadedModel> {
+          return std::make_unique<TypedModel<V, P>>(policy, directory, options);
+        });
+      },
+      *state_->policy);
+}
+
+int Backend::threads() const {
+  return std::visit(
+      [](auto const& policy) -> int {
+        if constexpr (requires { policy.threads(); }) {
+          return policy.threads();
+        } else {
+          return static_cast<int>(policy.space().concurrency());  // Kokkos: threads come from initialization
+        }
+      },
+      *state_->policy);
+}
+
+}  // namespace flashdeberta::cli

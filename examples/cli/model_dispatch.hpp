@@ -1,0 +1,50 @@
+// The CLI's one crossing from run time to compile time: --backend picks the policy, config.json picks the
+// variant, and the commands see the resulting DebertaModel<V, P> through a small interface, so only
+// model_dispatch.cpp instantiates the model templates.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "args.hpp"
+#include "flashdeberta/model/batch.hpp"
+#include "flashdeberta/model/model_config.hpp"
+
+namespace flashdeberta::cli {
+
+// config.json of a checkpoint directory; a missing directory is named as such, not as a missing file in it.
+ModelConfig read_model_config(std::filesystem::path const& directory);
+
+// "DeBERTa v1", "DeBERTa v2" or "DeBERTa v3": the variant that will run `config`.
+std::string_view variant_name(ModelConfig const& config);
+
+class LoadedModel {
+ public:
+  virtual ~LoadedModel() = default;
+  // Packed (T, H) last hidden state in host memory.
+  virtual std::vector<float> forward_to_host(Batch const& batch) const = 0;
+  // The forward pass to completion (the policy is fenced), its output discarded: what bench times.
+  virtual void forward(Batch const& batch) const = 0;
+};
+
+// A started backend: the runtime it needs (Kokkos is initialized here and finalized in the destructor)
+// and its policy. Every LoadedModel must be destroyed before the Backend that loaded it.
+class Backend {
+ public:
+  // Throws UsageError for a backend this build lacks and for a --dtype the backend does not compute in.
+  explicit Backend(CommonOptions const& options);
+  ~Backend();
+  Backend(Backend const&) = delete;
+  Backend& operator=(Backend const&) = delete;
+
+  std::unique_ptr<LoadedModel> load(std::filesystem::path const& directory, ModelConfig const& config) const;
+  int threads() const;  // the threads the policy really uses (0 on the command line resolved)
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace flashdeberta::cli

@@ -1,0 +1,119 @@
+// Helpers for the CLI tests: run the flashdeberta program in a scratch directory and look at what it left.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "flashdeberta/io/json.hpp"
+#include "flashdeberta/io/safetensors.hpp"
+
+namespace flashdeberta::testing {
+
+inline std::filesystem::path fixture(std::string const& name) {
+  return std::filesystem::path(FLASHDEBERTA_FIXTURE_DIR) / name;
+}
+
+// A fresh directory per test, removed afterwards; what the CLI writes (or must not write) goes here.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("flashdeberta_cli_test." + std::to_string(::getpid()) + "." + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(ScratchDir const&) = delete;
+  ScratchDir& operator=(ScratchDir const&) = delete;
+
+  std::filesystem::path operator/(std::string const& name) const { return path_ / name; }
+  std::filesystem::path const& path() const { return path_; }
+
+  // File names in the directory, sorted; temporaries of an interrupted write would show up here too.
+  std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    for (auto const& e : std::filesystem::directory_iterator(path_)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  void write(std::string const& name, std::string const& text) const { std::ofstream(path_ / name) << text; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct CliResult {
+  int status = -1;
+  std::string out;
+  std::string err;
+
+  std::vector<std::string> err_lines() const {
+    std::vector<std::string> lines;
+    std::istringstream in(err);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }
+};
+
+inline std::string shell_quote(std::string const& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+inline std::string read_text(std::filesystem::path const& path) {
+  std::ifstream in(path);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+// Runs the CLI with `args`; stdout and stderr are captured in files of a private directory so they never
+// land in the directory under test.
+inline CliResult run_cli(std::vector<std::string> const& args) {
+  ScratchDir const capture;
+  std::string command = shell_quote(FLASHDEBERTA_CLI_PATH);
+  for (auto const& a : args) command += " " + shell_quote(a);
+  command += " >" + shell_quote((capture / "stdout").string()) + " 2>" + shell_quote((capture / "stderr").string());
+  int const raw = std::system(command.c_str());
+  CliResult result;
+  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  result.out = read_text(capture / "stdout");
+  result.err = read_text(capture / "stderr");
+  return result;
+}
+
+// The padded integer fields of a fixture's expected.safetensors as an input file: [B][L] lists.
+inline std::string input_json_from_fixture(std::filesystem::path const& dir, bool with_token_types = true) {
+  SafetensorsFile const file = SafetensorsFile::open(dir / "expected.safetensors");
+  auto const& shape = file.info("input_ids").shape;
+  std::int64_t const rows = shape[0];
+  std::int64_t const length = shape[1];
+  io::Json doc = io::Json::object();
+  std::vector<char const*> names = {"input_ids", "attention_mask"};
+  if (with_token_types && file.contains("token_type_ids")) names.push_back("token_type_ids");
+  for (char const* name : names) {
+    std::vector<std::int64_t> const values = file.read_i64(name);
+    io::Json nested = io::Json::array();
+    for (std::int64_t b = 0; b < rows; ++b)
+      nested.push_back(std::vector<std::int64_t>(values.begin() + b * length, values.begin() + (b + 1) * length));
+    doc[name] = std::move(nested);
+  }
+  return doc.dump();
+}
+
+}  // namespace flashdeberta::testing

@@ -1,0 +1,276 @@
+// End-to-end tests of the flashdeberta program: results against the HF fixtures, the error contract
+// (exit status, one stderr line, no output file) for every kind of bad input, and bench --json.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "cli_harness.hpp"
+
+namespace fd = flashdeberta;
+using fd::testing::fixture;
+using fd::testing::run_cli;
+using fd::testing::ScratchDir;
+
+namespace {
+
+constexpr double kTolerance = 1e-5;  // the golden suite's bound: float32 against HF's float64
+
+// Max |ours - HF| at attention_mask = 1 positions; every masked position must be exactly zero.
+double max_error_against_fixture(std::filesystem::path const& output, std::filesystem::path const& fixture_dir) {
+  fd::SafetensorsFile const expected_file = fd::SafetensorsFile::open(fixture_dir / "expected.safetensors");
+  fd::SafetensorsFile const ours_file = fd::SafetensorsFile::open(output);
+  auto const& shape = expected_file.info("last_hidden_state").shape;
+  REQUIRE(ours_file.info("last_hidden_state").dtype == fd::DType::kF32);
+  REQUIRE(ours_file.info("last_hidden_state").shape == shape);
+  std::vector<float> const expected = expected_file.read_f32("last_hidden_state");
+  std::vector<float> const ours = ours_file.read_f32("last_hidden_state");
+  std::vector<std::int64_t> const mask = expected_file.read_i64("attention_mask");
+  std::int64_t const hidden = shape[2];
+  double worst = 0.0;
+  std::int64_t nonzero_padding = 0;
+  for (std::size_t row = 0; row < mask.size(); ++row) {
+    for (std::int64_t c = 0; c < hidden; ++c) {
+      std::size_t const i = row * static_cast<std::size_t>(hidden) + static_cast<std::size_t>(c);
+      if (mask[row] == 0) {
+        nonzero_padding += ours[i] != 0.0f;
+        continue;
+      }
+      double const err = std::abs(static_cast<double>(ours[i]) - expected[i]);
+      if (!(err <= worst)) worst = std::isnan(err) ? INFINITY : err;
+    }
+  }
+  CHECK(nonzero_padding == 0);
+  return worst;
+}
+
+bool kokkos_in_build() {
+  return run_cli({"run", "--help"}).out.find("kokkos (not in this build)") == std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("cli run: last_hidden_state matches the HF fixtures at valid positions") {
+  // One fixture per variant the dispatch can pick: v3 (no conv), v1 (model_type deberta), v2 (conv, token
+  // types, a mask with holes).
+  for (char const* name : {"v3_base_like", "v1_c2p_p2c", "v2_conv"}) {
+    for (char const* attention : {"flash", "eager"}) {
+      std::string const what = std::string(name) + " " + attention;
+      CAPTURE(what);
+      ScratchDir const dir;
+      dir.write("input.json", fd::testing::input_json_from_fixture(fixture(name)));
+      auto const r =
+          run_cli({"run", "--model", fixture(name).string(), "--input", (dir / "input.json").string(), "--output",
+                   (dir / "out.safetensors").string(), "--attention", attention, "--threads", "2"});
+      REQUIRE_MESSAGE(r.status == 0, r.err);
+      CHECK(r.err.empty());
+      CHECK(r.out.find("tokens/s") != std::string::npos);
+      CHECK(max_error_against_fixture(dir / "out.safetensors", fixture(name)) <= kTolerance);
+    }
+  }
+}
+
+TEST_CASE("cli run: a [B][C][L] input gives [B, C, L, H]") {
+  // The three rows of v3_c2p as one multiple-choice example with three choices: the same rows, one more dim.
+  fd::SafetensorsFile const expected = fd::SafetensorsFile::open(fixture("v3_c2p") / "expected.safetensors");
+  auto const& shape = expected.info("last_hidden_state").shape;
+  fd::io::Json const flat = fd::io::Json::parse(fd::testing::input_json_from_fixture(fixture("v3_c2p")));
+  fd::io::Json nested = fd::io::Json::object();
+  for (auto const& item : flat.items()) nested[item.key()] = fd::io::Json::array({item.value()});
+  ScratchDir const dir;
+  dir.write("input.json", nested.dump());
+  auto const r = run_cli({"run", "--model", fixture("v3_c2p").string(), "--input", (dir / "input.json").string(),
+                          "--output", (dir / "out.safetensors").string(), "--threads", "2"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  fd::SafetensorsFile const ours = fd::SafetensorsFile::open(dir / "out.safetensors");
+  CHECK(ours.info("last_hidden_state").shape == std::vector<std::int64_t>{1, shape[0], shape[1], shape[2]});
+  CHECK(r.out.find("(B x C x L)") != std::string::npos);
+}
+
+TEST_CASE("cli run: the kokkos backend matches the fixture too") {
+  if (!kokkos_in_build()) return;
+  ScratchDir const dir;
+  dir.write("input.json", fd::testing::input_json_from_fixture(fixture("v3_c2p")));
+  auto const r = run_cli({"run", "--model", fixture("v3_c2p").string(), "--input", (dir / "input.json").string(),
+                          "--output", (dir / "out.safetensors").string(), "--backend", "kokkos"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(r.err.empty());
+  CHECK(max_error_against_fixture(dir / "out.safetensors", fixture("v3_c2p")) <= kTolerance);
+
+  auto const bf16 =
+      run_cli({"run", "--model", fixture("v3_c2p").string(), "--input", (dir / "input.json").string(), "--output",
+               (dir / "bf16.safetensors").string(), "--backend", "kokkos", "--dtype", "bf16"});
+  CHECK(bf16.status == 2);
+  REQUIRE(bf16.err_lines().size() == 1);
+  CHECK(bf16.err_lines()[0].find("the kokkos backend computes in fp32 only") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir / "bf16.safetensors"));
+}
+
+TEST_CASE("cli run: bad input fails with one line, the right status and no output file") {
+  std::string const model = fixture("v3_c2p").string();     // vocab 97, no token types, no absolute positions
+  std::string const v1_model = fixture("v1_c2p").string();  // max_position_embeddings 64
+  struct Case {
+    char const* what;
+    char const* input;  // written to input.json unless null (then the file does not exist)
+    std::vector<std::string> options;
+    int status;
+    char const* message;  // a part of the stderr line
+  };
+  std::vector<Case> const cases = {
+      {"missing input file", nullptr, {}, 1, "cannot open"},
+      {"malformed JSON", R"({"input_ids": [[1, 2, 3]})", {}, 1, "not valid JSON"},
+      {"not an object", R"([[1, 2, 3]])", {}, 1, "an object"},
+      {"no input_ids", R"({"attention_mask": [[1, 1]]})", {}, 1, "'input_ids' is missing"},
+      {"unknown key", R"({"input_ids": [[1, 2]], "attention_masks": [[1, 1]]})", {}, 1, "unknown key"},
+      {"ragged rows", R"({"input_ids": [[1, 2, 3], [4, 5]]})", {}, 1, "equal length"},
+      {"ragged rank 3", R"({"input_ids": [[[1, 2], [3, 4]], [[1, 2], [3]]]})", {}, 1, "equal length"},
+      {"flat list", R"({"input_ids": [1, 2, 3]})", {}, 1, "rank 1"},
+      {"empty list", R"({"input_ids": []})", {}, 1, "empty list"},
+      {"empty rows", R"({"input_ids": [[], []]})", {}, 1, "length 0"},
+      {"float id", R"({"input_ids": [[1, 2.5, 3]]})", {}, 1, "input_ids[0][1] must be an integer"},
+      {"string id", R"({"input_ids": [[1, "2", 3]]})", {}, 1, "must be an integer"},
+      {"negative id", R"({"input_ids": [[1, -2, 3]]})", {}, 1, "non-negative"},
+      {"id >= vocab", R"({"input_ids": [[1, 97, 3]]})", {}, 1, "outside the vocabulary"},
+      {"masked id >= vocab",
+       R"({"input_ids": [[1, 2, 500]], "attention_mask": [[1, 1, 0]]})",
+       {},
+       1,
+       "outside the vocabulary"},
+      {"mask value 2", R"({"input_ids": [[1, 2, 3]], "attention_mask": [[1, 2, 1]]})", {}, 1, "0 or 1"},
+      {"mask shape", R"({"input_ids": [[1, 2, 3]], "attention_mask": [[1, 1]]})", {}, 1, "has shape [1, 2]"},
+      {"token types shape", R"({"input_ids": [[1, 2]], "token_type_ids": [[0, 0], [0, 0]]})", {}, 1, "shape"},
+      {"unknown option", R"({"input_ids": [[1]]})", {"--fast"}, 2, "unknown option '--fast'"},
+      {"unknown backend", R"({"input_ids": [[1]]})", {"--backend", "tpu"}, 2, "unknown backend 'tpu'"},
+      {"cuda backend", R"({"input_ids": [[1]]})", {"--backend", "cuda"}, 2, "this build has no CUDA backend"},
+      {"bf16 on eigen", R"({"input_ids": [[1]]})", {"--dtype", "bf16", "--backend", "eigen"}, 2, "fp32 only"},
+      {"fp16 on eigen", R"({"input_ids": [[1]]})", {"--dtype", "fp16"}, 2, "fp32 only"},
+      {"unknown dtype", R"({"input_ids": [[1]]})", {"--dtype", "fp8"}, 2, "unknown dtype"},
+      {"unknown attention", R"({"input_ids": [[1]]})", {"--attention", "sparse"}, 2, "unknown attention"},
+      {"bad threads", R"({"input_ids": [[1]]})", {"--threads", "two"}, 2, "--threads 'two'"},
+      {"option twice", R"({"input_ids": [[1]]})", {"--attention", "flash", "--attention", "eager"}, 2, "given twice"},
+      {"stray argument", R"({"input_ids": [[1]]})", {"extra"}, 2, "unexpected argument 'extra'"},
+  };
+  for (Case const& c : cases) {
+    std::string const what = c.what;
+    CAPTURE(what);
+    ScratchDir const dir;
+    if (c.input != nullptr) dir.write("input.json", c.input);
+    std::vector<std::string> args = {"run",
+                                     "--model",
+                                     model,
+                                     "--input",
+                                     (dir / "input.json").string(),
+                                     "--output",
+                                     (dir / "out.safetensors").string()};
+    args.insert(args.end(), c.options.begin(), c.options.end());
+    auto const r = run_cli(args);
+    CHECK(r.status == c.status);
+    auto const lines = r.err_lines();
+    REQUIRE_MESSAGE(lines.size() == 1, r.err);
+    CHECK(lines[0].starts_with("flashdeberta: error: "));
+    CHECK_MESSAGE(lines[0].find(c.message) != std::string::npos, lines[0]);
+    CHECK(r.out.empty());
+    std::vector<std::string> const left = dir.entries();  // input.json at most: no output, no temporary
+    CHECK(left == (c.input != nullptr ? std::vector<std::string>{"input.json"} : std::vector<std::string>{}));
+  }
+}
+
+TEST_CASE("cli run: errors found late (model, forward, output) leave no output either") {
+  ScratchDir const dir;
+  dir.write("input.json", R"({"input_ids": [[1, 2, 3]]})");
+  std::string long_row = "[";
+  for (int i = 0; i < 65; ++i) long_row += (i ? ", " : "") + std::to_string(1 + i % 50);
+  dir.write("long.json", R"({"input_ids": [)" + long_row + "]]}");
+  struct Case {
+    char const* what;
+    std::vector<std::string> args;
+    int status;
+    char const* message;
+  };
+  std::string const in = (dir / "input.json").string();
+  std::string const out = (dir / "out.safetensors").string();
+  std::vector<Case> const cases = {
+      {"missing model dir",
+       {"--model", (dir / "nope").string(), "--input", in, "--output", out},
+       1,
+       "no such directory"},
+      {"model without weights", {"--model", dir.path().string(), "--input", in, "--output", out}, 1, "config.json"},
+      {"position past the table",
+       {"--model", fixture("v1_c2p").string(), "--input", (dir / "long.json").string(), "--output", out},
+       1,
+       "position"},
+      {"output directory missing",
+       {"--model", fixture("v3_c2p").string(), "--input", in, "--output", (dir / "no/out.safetensors").string()},
+       1,
+       "does not exist"},
+      {"output is a directory",
+       {"--model", fixture("v3_c2p").string(), "--input", in, "--output", dir.path().string()},
+       1,
+       "is a directory"},
+      {"missing --output", {"--model", fixture("v3_c2p").string(), "--input", in}, 2, "missing --output"},
+  };
+  for (Case const& c : cases) {
+    std::string const what = c.what;
+    CAPTURE(what);
+    std::vector<std::string> args = {"run"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    auto const r = run_cli(args);
+    CHECK(r.status == c.status);
+    auto const lines = r.err_lines();
+    REQUIRE_MESSAGE(lines.size() == 1, r.err);
+    CHECK(lines[0].starts_with("flashdeberta: error: "));
+    CHECK_MESSAGE(lines[0].find(c.message) != std::string::npos, lines[0]);
+    CHECK(dir.entries() == std::vector<std::string>{"input.json", "long.json"});
+  }
+}
+
+TEST_CASE("cli bench: --json prints one parseable object with the documented keys") {
+  auto const r = run_cli({"bench", "--model", fixture("v3_c2p").string(), "--batch", "2", "--seq-len", "16", "--repeat",
+                          "3", "--threads", "2", "--json"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(r.err.empty());
+  REQUIRE(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  fd::io::Json const doc = fd::io::Json::parse(r.out);
+  REQUIRE(doc.is_object());
+  for (char const* key : {"median_ms", "p10_ms", "p90_ms", "tokens_per_s", "peak_bytes"}) {
+    CAPTURE(key);
+    REQUIRE(doc.contains(key));
+    CHECK(doc[key].is_number());
+    CHECK(doc[key].get<double>() > 0.0);
+  }
+  CHECK(doc["p10_ms"].get<double>() <= doc["median_ms"].get<double>());
+  CHECK(doc["median_ms"].get<double>() <= doc["p90_ms"].get<double>());
+  CHECK(doc["batch"] == 2);
+  CHECK(doc["seq_len"] == 16);
+
+  auto const text = run_cli({"bench", "--model", fixture("v3_c2p").string(), "--batch", "1", "--seq-len", "8",
+                             "--repeat", "1", "--threads", "1"});
+  REQUIRE_MESSAGE(text.status == 0, text.err);
+  CHECK(text.out.find("median") != std::string::npos);
+  CHECK(text.out.find("tokens/s") != std::string::npos);
+
+  auto const bad = run_cli({"bench", "--model", fixture("v3_c2p").string(), "--batch", "0", "--seq-len", "8"});
+  CHECK(bad.status == 2);
+  CHECK(bad.err_lines().size() == 1);
+}
+
+TEST_CASE("cli: help, version and command errors") {
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"--help"}, {"run", "--help"}, {"bench", "--help"}, {"help", "run"}, {"--version"}}) {
+    auto const r = run_cli(args);
+    CHECK(r.status == 0);
+    CHECK(r.err.empty());
+    CHECK(!r.out.empty());
+  }
+  CHECK(run_cli({"run", "--help"}).out.find("zeros") != std::string::npos);  // masked positions are documented
+  CHECK(run_cli({"--version"}).out.starts_with("flashdeberta 0."));
+  for (std::vector<std::string> args : {std::vector<std::string>{}, {"train"}, {"--verbose"}}) {
+    auto const r = run_cli(args);
+    CHECK(r.status == 2);
+    auto const lines = r.err_lines();
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].starts_with("flashdeberta: error: "));
+  }
+}
