@@ -6,3 +6,17 @@ option(FLASHDEBERTA_BUILD_TESTS "Build the doctest suites" ${PROJECT_IS_TOP_LEVE
 option(FLASHDEBERTA_BUILD_BENCH "Build the Google Benchmark suites" ${PROJECT_IS_TOP_LEVEL})
 option(FLASHDEBERTA_BUILD_EXAMPLES "Build the CLI and the examples" ${PROJECT_IS_TOP_LEVEL})
 option(FLASHDEBERTA_SANITIZE "Build tests with AddressSanitizer and UBSan" OFF)
+
+# CUDA backend: on by default when a CUDA compiler is found (nvcc on PATH, CUDACXX, or the toolkit's default
+# /usr/local/cuda), off otherwise, so machines without the toolkit configure unchanged.
+if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc CACHE FILEPATH "CUDA compiler")
+endif()
+include(CheckLanguage)
+check_language(CUDA)
+if(CMAKE_CUDA_COMPILER)
+  set(_flashdeberta_cuda_default ON)
+else()
+  set(_flashdeberta_cuda_default OFF)
+endif()
+option(FLASHDEBERTA_WITH_CUDA "Build the CUDA backend (flashdeberta::cuda)" ${_flashdeberta_cuda_default})

@@ -1,0 +1,88 @@
+// The attention kernels' parameters and the flash kernel's traits: tile extents, the thread layout and
+// the shared-memory plan, every derived constant in one place.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace flashdeberta::cuda_kernels {
+
+// One disentangled-attention call (op_args.hpp, AttentionArgs) as the kernels see it: raw pointers in
+// the compute dtype; head h of q, k, v starts at column h * head_stride, of out and the relative tables
+// at column h * head_size.
+struct AttentionParams {
+  void const* q;
+  void const* k;
+  void const* v;
+  void* out;
+  std::int64_t q_ld, k_ld, v_ld, out_ld, head_stride;
+  void const* pos_key;    // (2k, A) Kr, or null without c2p
+  void const* pos_query;  // (2k, A) Qr, or null without p2c
+  std::int64_t pos_key_ld, pos_query_ld;
+  std::int32_t const* relative_index;  // (2 * saturation + 1)
+  int saturation;
+  std::int32_t const* cu_seqlens;  // (B + 1)
+  std::int32_t const* positions;   // (T)
+  int head_size;
+  float scale;
+  float inv_scale;
+  bool c2p;
+  bool p2c;
+};
+
+// Flash forward, CUDA cores, fp32 arithmetic. One CTA per (query block, head, sequence); each warp owns
+// kRowsPerWarp query rows for the whole mainloop, and lane j of a warp owns key column j of a tile, so
+// the row max and sum of the online softmax are warp shuffles and the output accumulator stays in
+// registers. The position terms of a tile are computed for the tile's slot window only (at most
+// kBlockM + kBlockN - 1 distinct slots for contiguous positions; one in saturated tiles).
+template <class ElementT, int kHeadDim_>
+struct FlashTraits {
+  using Element = ElementT;
+  static constexpr int kHeadDim = kHeadDim_;  // head sizes up to this run here, zero-padded
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kBlockN = 32;  // one key column per lane
+  static constexpr int kRowsPerWarp = 8;
+  static constexpr int kBlockM = kWarps * kRowsPerWarp;
+  static constexpr int kColsPerLane = kHeadDim / 32;  // output columns per lane in the accumulator
+  static constexpr int kSlotChunk = 32;               // relative-table rows staged at once: one per lane
+  static constexpr int kWindow = 2 * kSlotChunk;      // slot capacity of a tile's c2p/p2c window
+
+  // Shared memory, in floats. Row strides of tiles read one row per lane are padded by one so that
+  // consecutive lanes hit consecutive banks; p2c is padded by two because its lanes also walk the
+  // slot axis backwards (slot falls by one as the key column rises by one).
+  static constexpr int kQLd = kHeadDim;
+  static constexpr int kKLd = kHeadDim + 1;
+  static constexpr int kRelLd = kHeadDim + 1;
+  static constexpr int kVLd = kHeadDim;
+  static constexpr int kC2pLd = kWindow + 1;
+  static constexpr int kP2cLd = kWindow + 2;
+  static constexpr int kPLd = kBlockN + 1;
+  static constexpr int kQOffset = 0;                                   // (BM, D) q / scale
+  static constexpr int kKOffset = kQOffset + kBlockM * kQLd;           // (BN, D + 1) keys
+  static constexpr int kRelOffset = kKOffset + kBlockN * kKLd;         // (32, D + 1) Kr/Qr rows; then (BN, D) values
+  static constexpr int kC2pOffset = kRelOffset + kSlotChunk * kRelLd;  // (BM, W + 1)
+  static constexpr int kP2cOffset = kC2pOffset + kBlockM * kC2pLd;     // (BN, W + 2)
+  static constexpr int kPOffset = kP2cOffset + kBlockN * kP2cLd;       // (BM, BN + 1) probabilities
+  static constexpr int kPosOffset = kPOffset + kBlockM * kPLd;         // int: BM + BN positions, 2 window bounds
+  static constexpr int kSmemWords = kPosOffset + kBlockM + kBlockN + 2;
+  static constexpr std::size_t kSmemBytes = static_cast<std::size_t>(kSmemWords) * 4;
+
+  static_assert(kHeadDim % 32 == 0 && kHeadDim > 0, "the head size is split evenly across the 32 lanes");
+  static_assert(kBlockN == 32, "lane j owns key column j");
+  static_assert(kBlockM <= 32, "warp 0 reduces the block's query positions, one per lane");
+  static_assert(kWindow >= kBlockM + kBlockN - 1, "the window must hold every slot of a contiguous tile");
+  static_assert(kBlockN * kVLd <= kSlotChunk * kRelLd, "the value tile reuses the relative rows' space");
+
+  static constexpr bool is_valid(std::size_t max_smem_per_block) { return kSmemBytes <= max_smem_per_block; }
+};
+
+// Eager path: one CTA per (query row, head, sequence); the row of scores lives in shared memory.
+struct EagerTraits {
+  static constexpr int kThreads = 128;
+  static std::size_t smem_bytes(std::int64_t max_seqlen, int head_size) {
+    return static_cast<std::size_t>(max_seqlen + head_size) * sizeof(float);
+  }
+};
+
+}  // namespace flashdeberta::cuda_kernels

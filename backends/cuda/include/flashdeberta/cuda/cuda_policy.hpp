@@ -1,0 +1,283 @@
+// CudaPolicy: the NVIDIA GPU execution policy. It owns a stream, a cuBLASLt handle with its workspace and
+// a caching allocator; copies of a policy share them. The compute dtype (F32, BF16 or F16) is chosen at
+// construction: weights are converted to it at upload, and every operation stores in it while computing
+// in fp32 (GEMM accumulation, softmax, LayerNorm statistics). F32 is strict IEEE (no TF32).
+//
+// Every operation is enqueued on the policy's stream without synchronizing; upload, download and fence
+// synchronize. This header holds device code: include it from CUDA translation units (nvcc) only.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "flashdeberta/cuda/attention/dispatch.cuh"
+#include "flashdeberta/cuda/cublaslt_gemm.hpp"
+#include "flashdeberta/cuda/cuda_check.hpp"
+#include "flashdeberta/cuda/device_buffer.hpp"
+#include "flashdeberta/cuda/kernels/conv1d.cuh"
+#include "flashdeberta/cuda/kernels/elementwise.cuh"
+#include "flashdeberta/cuda/kernels/embedding.cuh"
+#include "flashdeberta/cuda/kernels/layer_norm.cuh"
+#include "flashdeberta/policy/concepts.hpp"
+
+namespace flashdeberta {
+
+struct CudaSpace {};
+
+struct CudaOptions {
+  DType dtype = DType::kF32;                     // compute dtype: kF32, kBF16 or kF16
+  int device = 0;                                // CUDA device ordinal
+  std::size_t gemm_workspace_bytes = 32u << 20;  // cuBLASLt workspace (Hopper kernels want up to 32 MiB)
+};
+
+// Owning device storage from the policy's caching allocator; returns its block to the cache when destroyed.
+class CudaBuffer {
+ public:
+  CudaBuffer() = default;
+  CudaBuffer(std::shared_ptr<cuda_detail::CachingAllocator> allocator, std::int64_t size, DType dtype)
+      : allocator_(std::move(allocator)), size_(size), dtype_(dtype) {
+    FLASHDEBERTA_REQUIRE(size >= 0, "cannot allocate a buffer of " << size << " elements");
+    data_ = allocator_->allocate(size_bytes());
+  }
+  CudaBuffer(CudaBuffer&& other) noexcept
+      : allocator_(std::move(other.allocator_)),
+        data_(std::exchange(other.data_, nullptr)),
+        size_(std::exchange(other.size_, 0)),
+        dtype_(other.dtype_) {}
+  CudaBuffer& operator=(CudaBuffer&& other) noexcept {
+    if (this != &other) {
+      reset();
+      allocator_ = std::move(other.allocator_);
+      data_ = std::exchange(other.data_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+      dtype_ = other.dtype_;
+    }
+    return *this;
+  }
+  CudaBuffer(CudaBuffer const&) = delete;
+  CudaBuffer& operator=(CudaBuffer const&) = delete;
+  ~CudaBuffer() { reset(); }
+
+  void* data() const { return data_; }
+  std::int64_t size() const { return size_; }
+  DType dtype() const { return dtype_; }
+  std::size_t size_bytes() const { return static_cast<std::size_t>(size_) * dtype_size(dtype_); }
+
+ private:
+  void reset() noexcept {
+    if (allocator_ && data_ != nullptr) allocator_->release(data_, size_bytes());
+    data_ = nullptr;
+    size_ = 0;
+  }
+
+  std::shared_ptr<cuda_detail::CachingAllocator> allocator_;
+  void* data_ = nullptr;
+  std::int64_t size_ = 0;
+  DType dtype_ = DType::kF32;
+};
+
+namespace cuda_detail {
+
+// The resources copies of one policy share. Members are destroyed in reverse order: the cuBLASLt handle
+// and workspace before the stream; the allocator outlives both as long as a buffer holds it.
+struct CudaContext {
+  int device = 0;
+  DType dtype = DType::kF32;
+  cuda_kernels::DeviceLimits limits;
+  std::shared_ptr<CachingAllocator> allocator;
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<CublasLtGemm> gemm;
+
+  explicit CudaContext(CudaOptions const& options) : device(options.device), dtype(options.dtype) {
+    FLASHDEBERTA_REQUIRE(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
+                         "CudaPolicy computes in F32, BF16 or F16, not " << dtype_name(dtype));
+    FLASHDEBERTA_CUDA_CHECK(cudaSetDevice(device));
+    int optin = 0;
+    FLASHDEBERTA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    limits.max_smem_per_block = static_cast<std::size_t>(optin);
+    allocator = std::make_shared<CachingAllocator>(device);
+    FLASHDEBERTA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    try {
+      gemm = std::make_unique<CublasLtGemm>(options.gemm_workspace_bytes);
+    } catch (...) {
+      cudaStreamDestroy(stream);
+      throw;
+    }
+  }
+  CudaContext(CudaContext const&) = delete;
+  CudaContext& operator=(CudaContext const&) = delete;
+  ~CudaContext() {
+    cudaStreamSynchronize(stream);  // errors at teardown are not actionable
+    gemm.reset();
+    cudaStreamDestroy(stream);
+  }
+
+  // Makes the policy's device current for the calling thread (a no-op when it already is).
+  void activate() const {
+    int current = -1;
+    FLASHDEBERTA_CUDA_CHECK(cudaGetDevice(&current));
+    if (current != device) FLASHDEBERTA_CUDA_CHECK(cudaSetDevice(device));
+  }
+};
+
+}  // namespace cuda_detail
+
+class CudaPolicy {
+ public:
+  using memory_space = CudaSpace;
+  using Buffer = CudaBuffer;
+
+  explicit CudaPolicy(CudaOptions const& options = {})
+      : context_(std::make_shared<cuda_detail::CudaContext>(options)) {}
+
+  static char const* name() { return "cuda"; }
+  DType compute_dtype() const { return context_->dtype; }
+  int device() const { return context_->device; }
+  cudaStream_t stream() const { return context_->stream; }
+  cuda_detail::CachingAllocator::Stats memory_stats() const { return context_->allocator->stats(); }
+  void reset_peak_memory() const { context_->allocator->reset_peak(); }
+
+  Buffer allocate(std::int64_t size, DType dtype) const {
+    context_->activate();
+    return Buffer(context_->allocator, size, dtype);
+  }
+
+  // Converts on the host (round-to-nearest-even) and copies; synchronous.
+  Buffer upload(std::span<float const> host, DType dtype) const {
+    FLASHDEBERTA_REQUIRE(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
+                         "CudaPolicy stores floating-point data as F32, BF16 or F16, not " << dtype_name(dtype));
+    Buffer buffer = allocate(static_cast<std::int64_t>(host.size()), dtype);
+    if (host.empty()) return buffer;
+    if (dtype == DType::kF32) {
+      copy_to_device(host.data(), buffer);
+    } else {
+      std::vector<std::uint16_t> converted(host.size());
+      for (std::size_t i = 0; i < host.size(); ++i)
+        converted[i] = dtype == DType::kBF16 ? float_to_bfloat16(host[i]) : float_to_half(host[i]);
+      copy_to_device(converted.data(), buffer);
+    }
+    return buffer;
+  }
+
+  Buffer upload_indices(std::span<std::int32_t const> host) const {
+    Buffer buffer = allocate(static_cast<std::int64_t>(host.size()), DType::kI32);
+    if (!host.empty()) copy_to_device(host.data(), buffer);
+    return buffer;
+  }
+
+  // Waits for the work enqueued before it, converts to float on the device and copies to host.
+  void download(Buffer const& buffer, std::span<float> host) const {
+    FLASHDEBERTA_REQUIRE(is_floating(buffer.dtype()) && buffer.dtype() != DType::kF64 &&
+                             static_cast<std::int64_t>(host.size()) == buffer.size(),
+                         "download of " << buffer.size() << " " << dtype_name(buffer.dtype()) << " elements into "
+                                        << host.size() << " floats");
+    if (host.empty()) return;
+    context_->activate();
+    cudaStream_t const s = stream();
+    if (buffer.dtype() == DType::kF32) {
+      FLASHDEBERTA_CUDA_CHECK(
+          cudaMemcpyAsync(host.data(), buffer.data(), host.size_bytes(), cudaMemcpyDeviceToHost, s));
+    } else {
+      Buffer const staged = allocate(buffer.size(), DType::kF32);
+      cuda_kernels::convert_to_float(buffer.data(), buffer.dtype(), static_cast<float*>(staged.data()), buffer.size(),
+                                     s);
+      FLASHDEBERTA_CUDA_CHECK(
+          cudaMemcpyAsync(host.data(), staged.data(), host.size_bytes(), cudaMemcpyDeviceToHost, s));
+    }
+    FLASHDEBERTA_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+
+  void gemm(GemmArgs const& g) const {
+    FLASHDEBERTA_REQUIRE(g.a.cols == g.b.cols && g.out.rows == g.a.rows && g.out.cols == g.b.rows,
+                         "gemm shapes do not agree: a (" << g.a.rows << ", " << g.a.cols << "), b (" << g.b.rows << ", "
+                                                         << g.b.cols << "), out (" << g.out.rows << ", " << g.out.cols
+                                                         << ")");
+    FLASHDEBERTA_REQUIRE(g.a.dtype == g.out.dtype && g.b.dtype == g.out.dtype, "gemm operands must share one dtype: a "
+                                                                                   << dtype_name(g.a.dtype) << ", b "
+                                                                                   << dtype_name(g.b.dtype) << ", out "
+                                                                                   << dtype_name(g.out.dtype));
+    context_->activate();
+    bool const fuse_relu = g.activation == Activation::kRelu;
+    context_->gemm->run(g, fuse_relu, stream());
+    if (!fuse_relu) cuda_kernels::bias_activation(g.out, nullptr, g.activation, stream());
+  }
+
+  void layer_norm(LayerNormArgs const& n) const {
+    FLASHDEBERTA_REQUIRE(n.out.rows == n.x.rows && n.out.cols == n.x.cols &&
+                             (n.residual.empty() || (n.residual.rows == n.x.rows && n.residual.cols == n.x.cols)),
+                         "layer_norm shapes do not agree: x (" << n.x.rows << ", " << n.x.cols << "), out ("
+                                                               << n.out.rows << ", " << n.out.cols << ")");
+    FLASHDEBERTA_REQUIRE(n.out.dtype == n.x.dtype && (n.residual.empty() || n.residual.dtype == n.x.dtype),
+                         "layer_norm operands must share one dtype");
+    context_->activate();
+    cuda_kernels::layer_norm(n, stream());
+  }
+
+  void embedding(EmbeddingArgs const& e) const {
+    FLASHDEBERTA_REQUIRE(e.word.dtype == e.out.dtype && e.word.cols == e.out.cols,
+                         "embedding table (" << e.word.rows << ", " << e.word.cols << ") " << dtype_name(e.word.dtype)
+                                             << " does not match out (" << e.out.rows << ", " << e.out.cols << ") "
+                                             << dtype_name(e.out.dtype));
+    context_->activate();
+    cuda_kernels::embedding(e, stream());
+  }
+
+  // im2col (T, C * kernel) in a cached block, one GEMM per group with the bias fused, then the activation.
+  void conv1d(Conv1dArgs const& c) const {
+    std::int64_t const channels = c.x.cols;
+    FLASHDEBERTA_REQUIRE(
+        c.groups > 0 && channels % c.groups == 0 && c.kernel_size > 0,
+        "conv1d over " << channels << " channels in " << c.groups << " groups, kernel " << c.kernel_size);
+    FLASHDEBERTA_REQUIRE(c.out.rows == c.x.rows && c.out.cols == channels && c.out.dtype == c.x.dtype,
+                         "conv1d output (" << c.out.rows << ", " << c.out.cols << ") does not match its input");
+    if (c.x.rows == 0) return;
+    context_->activate();
+    std::int64_t const group_width = channels / c.groups;
+    std::int64_t const width = channels * c.kernel_size;
+    Buffer const columns = allocate(c.x.rows * width, c.x.dtype);
+    cuda_kernels::im2col(c, columns.data(), stream());
+    MatrixRef const unfolded{columns.data(), c.x.dtype, c.x.rows, width, width};
+    MatrixRef const weight{const_cast<void*>(c.weight), c.x.dtype, channels, group_width * c.kernel_size,
+                           group_width * c.kernel_size};
+    std::size_t const element = dtype_size(c.x.dtype);
+    for (std::int64_t g = 0; g < c.groups; ++g) {
+      GemmArgs group{.a = unfolded.columns(g * group_width * c.kernel_size, group_width * c.kernel_size),
+                     .b = weight.row_range(g * group_width, group_width),
+                     .bias = c.bias == nullptr ? nullptr : static_cast<char const*>(c.bias) + g * group_width * element,
+                     .out = c.out.columns(g * group_width, group_width)};
+      context_->gemm->run(group, false, stream());
+    }
+    cuda_kernels::bias_activation(c.out, nullptr, c.activation, stream());
+  }
+
+  void disentangled_attention(AttentionArgs const& a) const {
+    context_->activate();
+    if (a.impl == AttentionImpl::kEager) {
+      cuda_kernels::attention_eager(a, context_->limits, stream());
+    } else {
+      cuda_kernels::attention_flash(a, context_->limits, stream());
+    }
+  }
+
+  void fence() const { FLASHDEBERTA_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+
+ private:
+  // The host memory may be pageable and is released by the caller right after: wait for the copy.
+  template <class T>
+  void copy_to_device(T const* host, Buffer const& buffer) const {
+    FLASHDEBERTA_CUDA_CHECK(
+        cudaMemcpyAsync(buffer.data(), host, buffer.size_bytes(), cudaMemcpyHostToDevice, stream()));
+    FLASHDEBERTA_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
+
+  std::shared_ptr<cuda_detail::CudaContext> context_;
+};
+
+static_assert(ExecutionPolicy<CudaPolicy>);
+
+}  // namespace flashdeberta

@@ -1,0 +1,148 @@
+// RAII device memory: DeviceBuffer owns one cudaMalloc allocation (no managed memory); CachingAllocator
+// keeps freed blocks for reuse so that repeated forwards of the same shapes never call cudaMalloc.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "flashdeberta/cuda/cuda_check.hpp"
+
+namespace flashdeberta::cuda_detail {
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+    if (bytes > 0) FLASHDEBERTA_CUDA_CHECK(cudaMalloc(&data_, bytes));
+  }
+  DeviceBuffer(DeviceBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+      reset();
+      data_ = std::exchange(other.data_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
+  DeviceBuffer(DeviceBuffer const&) = delete;
+  DeviceBuffer& operator=(DeviceBuffer const&) = delete;
+  ~DeviceBuffer() { reset(); }
+
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void reset() {
+    if (data_ != nullptr) cudaFree(data_);  // errors at process teardown are not actionable
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// Size-binned free lists of device blocks. Blocks are handed out and returned in host order while the
+// kernels using them run later on one stream; that is safe because every user of a policy's memory is
+// ordered on the policy's single stream (a block returned here is only reused by work enqueued after it).
+class CachingAllocator {
+ public:
+  struct Stats {
+    std::size_t in_use_bytes = 0;  // handed out and not yet returned
+    std::size_t peak_in_use_bytes = 0;
+    std::size_t cached_bytes = 0;        // held in free lists
+    std::size_t device_allocations = 0;  // cudaMalloc calls so far
+  };
+
+  explicit CachingAllocator(int device) : device_(device) {}
+  CachingAllocator(CachingAllocator const&) = delete;
+  CachingAllocator& operator=(CachingAllocator const&) = delete;
+  ~CachingAllocator() { release_cached(); }
+
+  // Block sizes: multiples of 512 B up to 1 MiB, of 2 MiB above, so shapes that differ slightly share bins.
+  static std::size_t bin_size(std::size_t bytes) {
+    constexpr std::size_t kSmall = 512, kLarge = std::size_t{2} << 20, kSplit = std::size_t{1} << 20;
+    std::size_t const unit = bytes <= kSplit ? kSmall : kLarge;
+    return (bytes + unit - 1) / unit * unit;
+  }
+
+  void* allocate(std::size_t bytes) {
+    if (bytes == 0) return nullptr;
+    std::size_t const size = bin_size(bytes);
+    std::lock_guard<std::mutex> const lock(mutex_);
+    auto& bin = free_[size];
+    void* block = nullptr;
+    if (!bin.empty()) {
+      block = bin.back();
+      bin.pop_back();
+      stats_.cached_bytes -= size;
+    } else {
+      block = device_malloc(size);
+    }
+    stats_.in_use_bytes += size;
+    if (stats_.in_use_bytes > stats_.peak_in_use_bytes) stats_.peak_in_use_bytes = stats_.in_use_bytes;
+    return block;
+  }
+
+  void release(void* block, std::size_t bytes) noexcept {
+    if (block == nullptr) return;
+    std::size_t const size = bin_size(bytes);
+    std::lock_guard<std::mutex> const lock(mutex_);
+    free_[size].push_back(block);  // may throw bad_alloc only on host exhaustion; then the block leaks
+    stats_.in_use_bytes -= size;
+    stats_.cached_bytes += size;
+  }
+
+  // Returns every cached block to the device (blocks in use stay with their owners).
+  void release_cached() noexcept {
+    std::lock_guard<std::mutex> const lock(mutex_);
+    release_cached_locked();
+  }
+
+  Stats stats() const {
+    std::lock_guard<std::mutex> const lock(mutex_);
+    return stats_;
+  }
+
+  void reset_peak() {
+    std::lock_guard<std::mutex> const lock(mutex_);
+    stats_.peak_in_use_bytes = stats_.in_use_bytes;
+  }
+
+  int device() const { return device_; }
+
+ private:
+  void release_cached_locked() noexcept {
+    for (auto& [size, blocks] : free_) {
+      for (void* block : blocks) cudaFree(block);
+      stats_.cached_bytes -= size * blocks.size();
+      blocks.clear();
+    }
+  }
+
+  // Called with the mutex held. On failure the cache is returned to the device and the call retried once.
+  void* device_malloc(std::size_t size) {
+    void* block = nullptr;
+    if (cudaMalloc(&block, size) != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky-free allocation error before retrying
+      release_cached_locked();
+      FLASHDEBERTA_CUDA_CHECK(cudaMalloc(&block, size));
+    }
+    ++stats_.device_allocations;
+    return block;
+  }
+
+  int device_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::size_t, std::vector<void*>> free_;
+  Stats stats_;
+};
+
+}  // namespace flashdeberta::cuda_detail

@@ -1,0 +1,27 @@
+// The reference side of test_ops_cuda: every case through EigenPolicy, in a host translation unit so
+// that no Eigen header reaches nvcc.
+#include "flashdeberta/eigen/eigen_policy.hpp"
+#include "op_cases.hpp"
+
+namespace flashdeberta::cuda_tests {
+namespace {
+
+EigenPolicy const& eigen_policy() {
+  static EigenPolicy const policy(2);
+  return policy;
+}
+
+}  // namespace
+
+Host reference_run(GemmCase const& c) { return c.run(eigen_policy()); }
+Host reference_run(LayerNormCase const& c) { return c.run(eigen_policy()); }
+Host reference_run(EmbeddingCase const& c) { return c.run(eigen_policy()); }
+Host reference_run(ConvCase const& c) { return c.run(eigen_policy()); }
+// Flash cases too are checked against HF's order of operations (the eager path).
+Host reference_run(AttentionCase const& c) {
+  AttentionCase eager = c;
+  eager.impl = AttentionImpl::kEager;
+  return eager.run(eigen_policy());
+}
+
+}  // namespace flashdeberta::cuda_tests

@@ -1,0 +1,59 @@
+// The HF fixtures through CudaPolicy: fp32 against the float64 expectations at 1e-5 (the golden suite
+// shared with the host policies), and bf16/fp16, whose relative error is reported.
+#include "../model/golden_suite.hpp"
+#include "flashdeberta/cuda/cuda_policy.hpp"
+
+namespace fd = flashdeberta;
+
+namespace {
+
+// ||ours - expected|| / ||expected|| (Frobenius) over the valid positions.
+double relative_error(fd::testing::GoldenCase const& golden, std::vector<float> const& packed) {
+  double diff = 0.0, norm = 0.0;
+  fd::Batch const& batch = golden.batch;
+  for (std::int64_t b = 0; b < batch.batch_size(); ++b) {
+    for (std::int64_t t = batch.cu_seqlens[b]; t < batch.cu_seqlens[b + 1]; ++t) {
+      std::int64_t const row = b * golden.length + batch.positions[t];
+      for (std::int64_t c = 0; c < golden.hidden; ++c) {
+        double const theirs = golden.expected[row * golden.hidden + c];
+        double const err = packed[t * golden.hidden + c] - theirs;
+        diff += err * err;
+        norm += theirs * theirs;
+      }
+    }
+  }
+  return std::sqrt(diff / norm);
+}
+
+template <fd::Variant V>
+double low_precision_error(fd::DType dtype, std::filesystem::path const& dir, fd::testing::GoldenCase const& golden) {
+  auto const model = fd::DebertaModel<V, fd::CudaPolicy>::load(fd::CudaPolicy(fd::CudaOptions{.dtype = dtype}), dir);
+  return relative_error(golden, model.forward_to_host(golden.batch));
+}
+
+}  // namespace
+
+TEST_CASE("cuda: HF fixtures through CudaPolicy in fp32") { fd::testing::run_golden_suite(fd::CudaPolicy{}); }
+
+TEST_CASE("cuda: HF fixtures through CudaPolicy in bf16 and fp16") {
+  // A loose bound: bf16 keeps 8 significant bits; the figure to compare is HF's own bf16 error.
+  constexpr double kBound = 5e-2;
+  for (auto const& dir : fd::testing::fixture_directories()) {
+    fd::ModelConfig const config = fd::load_model_config(dir);
+    if (config.talking_head) continue;
+    fd::testing::GoldenCase const golden = fd::testing::read_golden_case(dir);
+    for (fd::DType dtype : {fd::DType::kBF16, fd::DType::kF16}) {
+      double err = 0.0;
+      if (config.model_type == fd::ModelType::kDeberta) {
+        err = low_precision_error<fd::V1>(dtype, dir, golden);
+      } else if (config.conv_kernel_size > 0) {
+        err = low_precision_error<fd::V2>(dtype, dir, golden);
+      } else {
+        err = low_precision_error<fd::V3>(dtype, dir, golden);
+      }
+      MESSAGE("fixture " << dir.filename().string() << " " << fd::dtype_name(dtype)
+                         << ": relative error of last_hidden_state " << err);
+      CHECK(err <= kBound);
+    }
+  }
+}
