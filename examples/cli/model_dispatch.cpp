@@ -8,6 +8,7 @@
 #include "flashdeberta/eigen/eigen_policy.hpp"
 #include "flashdeberta/io/config_json.hpp"
 #include "flashdeberta/model/deberta_model.hpp"
+#include "flashdeberta/variant/dispatch.hpp"
 
 // CMake links flashdeberta::kokkos and defines FLASHDEBERTA_CLI_WITH_KOKKOS when the Kokkos backend is
 // configured; the header test lets the CLI build while that backend is still being written.
@@ -43,15 +44,6 @@ using AnyPolicy = std::variant<EigenPolicy
                                KokkosPolicy<>
 #endif
                                >;
-
-// config.json -> variant: model_type deberta is v1; deberta-v2 with the conv layer is v2; else v3, whose
-// inference code is v2's without the conv layer.
-template <class Fn>
-decltype(auto) with_variant(ModelConfig const& config, Fn&& fn) {
-  if (config.model_type == ModelType::kDeberta) return fn.template operator()<V1>();
-  if (config.conv_kernel_size > 0) return fn.template operator()<V2>();
-  return fn.template operator()<V3>();
-}
 
 template <Variant V, ExecutionPolicy P>
 class TypedModel final : public LoadedModel {
@@ -91,7 +83,7 @@ ModelConfig read_model_config(std::filesystem::path const& directory) {
 }
 
 std::string_view variant_name(ModelConfig const& config) {
-  return with_variant(config, []<Variant V>() -> std::string_view { return V::kName; });
+  return dispatch_variant(config, []<Variant V>() -> std::string_view { return V::kName; });
 }
 
 struct Backend::State {
@@ -133,7 +125,7 @@ std::unique_ptr<LoadedModel> Backend::load(std::filesystem::path const& director
   ModelOptions const options{.attention = state_->attention};
   return std::visit(
       [&]<ExecutionPolicy P>(P const& policy) {
-        return with_variant(config, [&]<Variant V>() -> std::unique_ptr<LoadedModel> {
+        return dispatch_variant(config, [&]<Variant V>() -> std::unique_ptr<LoadedModel> {
           return std::make_unique<TypedModel<V, P>>(policy, directory, options);
         });
       },

@@ -4,3 +4,4 @@
 
 #include "flashdeberta/config.hpp"
 #include "flashdeberta/model/deberta_model.hpp"
+#include "flashdeberta/variant/dispatch.hpp"
