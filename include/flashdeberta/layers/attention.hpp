@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "flashdeberta/layers/forward_context.hpp"
+#include "flashdeberta/layers/layer_norm.hpp"
 #include "flashdeberta/math/relative_position.hpp"
 #include "flashdeberta/model/weights.hpp"
 #include "flashdeberta/variant/traits.hpp"
@@ -65,8 +66,7 @@ class AttentionBlock {
     qkv_bias_ = w.policy().upload(std::span<float const>(bias), w.policy().compute_dtype());
     out_ = w.matrix(output + "dense.weight", h, a);
     out_bias_ = w.vector(output + "dense.bias", h);
-    ln_gamma_ = w.vector(output + "LayerNorm.weight", h);
-    ln_beta_ = w.vector(output + "LayerNorm.bias", h);
+    norm_ = LayerNormParams<P>(w, output + "LayerNorm", h, c.layer_norm_eps);
     if (c.has_position_terms()) prepare_relative(w, self, *rel);
   }
 
@@ -110,14 +110,7 @@ class AttentionBlock {
 
     auto projected = ctx.activation(h);  // (T, H)
     p.gemm({.a = rows_of(context, t, a), .b = out_.ref(), .bias = out_bias_.data(), .out = rows_of(projected, t, h)});
-    auto out = ctx.activation(h);
-    p.layer_norm({.x = rows_of(projected, t, h),
-                  .residual = rows_of(x, t, h),
-                  .gamma = ln_gamma_.data(),
-                  .beta = ln_beta_.data(),
-                  .eps = config_.layer_norm_eps,
-                  .out = rows_of(out, t, h)});
-    return out;
+    return norm_.apply(ctx, projected, &x);
   }
 
  private:
@@ -153,7 +146,8 @@ class AttentionBlock {
 
   ModelConfig config_;
   Matrix qkv_, out_, pos_key_, pos_query_;
-  typename P::Buffer qkv_bias_, out_bias_, ln_gamma_, ln_beta_;
+  typename P::Buffer qkv_bias_, out_bias_;
+  LayerNormParams<P> norm_;
 };
 
 }  // namespace flashdeberta

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "flashdeberta/layers/forward_context.hpp"
+#include "flashdeberta/layers/layer_norm.hpp"
 #include "flashdeberta/model/weights.hpp"
 
 namespace flashdeberta {
@@ -16,8 +17,7 @@ class ConvLayer {
         w.read("encoder.conv.conv.weight", {h, h / c.conv_groups, c.conv_kernel_size});  // (C, C / g, K)
     weight_ = w.policy().upload(std::span<float const>(weight), w.policy().compute_dtype());
     bias_ = w.vector("encoder.conv.conv.bias", h);
-    ln_gamma_ = w.vector("encoder.conv.LayerNorm.weight", h);
-    ln_beta_ = w.vector("encoder.conv.LayerNorm.bias", h);
+    norm_ = LayerNormParams<P>(w, "encoder.conv.LayerNorm", h, c.layer_norm_eps);
   }
 
   typename P::Buffer forward(ForwardContext<P> const& ctx, typename P::Buffer const& x0,
@@ -34,19 +34,13 @@ class ConvLayer {
               .activation = config_.conv_act,
               .out = rows_of(conv, t, h),
               .sequences = ctx.sequences});
-    auto out = ctx.activation(h);
-    p.layer_norm({.x = rows_of(y, t, h),
-                  .residual = rows_of(conv, t, h),
-                  .gamma = ln_gamma_.data(),
-                  .beta = ln_beta_.data(),
-                  .eps = config_.layer_norm_eps,
-                  .out = rows_of(out, t, h)});
-    return out;
+    return norm_.apply(ctx, y, &conv);
   }
 
  private:
   ModelConfig config_;
-  typename P::Buffer weight_, bias_, ln_gamma_, ln_beta_;
+  typename P::Buffer weight_, bias_;
+  LayerNormParams<P> norm_;
 };
 
 }  // namespace flashdeberta

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "flashdeberta/layers/forward_context.hpp"
+#include "flashdeberta/layers/layer_norm.hpp"
 #include "flashdeberta/model/weights.hpp"
 
 namespace flashdeberta {
@@ -19,8 +20,7 @@ class Embeddings {
       position_ = w.matrix("embeddings.position_embeddings.weight", c.max_position_embeddings, e);
     if (c.type_vocab_size > 0) token_type_ = w.matrix("embeddings.token_type_embeddings.weight", c.type_vocab_size, e);
     if (e != c.hidden_size) projection_ = w.matrix("embeddings.embed_proj.weight", c.hidden_size, e);
-    ln_gamma_ = w.vector("embeddings.LayerNorm.weight", c.hidden_size);
-    ln_beta_ = w.vector("embeddings.LayerNorm.bias", c.hidden_size);
+    norm_ = LayerNormParams<P>(w, "embeddings.LayerNorm", c.hidden_size, c.layer_norm_eps);
   }
 
   // (T, H) embedding output.
@@ -45,13 +45,7 @@ class Embeddings {
       p.gemm({.a = rows_of(normalized_input, t, e), .b = projection_.ref(), .out = rows_of(projected, t, h)});
       normalized_input = std::move(projected);
     }
-    auto out = ctx.activation(h);
-    p.layer_norm({.x = rows_of(normalized_input, t, h),
-                  .gamma = ln_gamma_.data(),
-                  .beta = ln_beta_.data(),
-                  .eps = config_.layer_norm_eps,
-                  .out = rows_of(out, t, h)});
-    return out;
+    return norm_.apply(ctx, normalized_input);
   }
 
   Matrix const& word_embeddings() const { return word_; }
@@ -59,7 +53,7 @@ class Embeddings {
  private:
   ModelConfig config_;
   Matrix word_, position_, token_type_, projection_;
-  typename P::Buffer ln_gamma_, ln_beta_;
+  LayerNormParams<P> norm_;
 };
 
 }  // namespace flashdeberta

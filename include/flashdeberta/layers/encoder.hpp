@@ -22,15 +22,10 @@ class Encoder {
       std::int64_t const rows = 2 * c.relative_span();
       auto table = w.matrix("encoder.rel_embeddings.weight", rows, c.hidden_size);  // (2k, H)
       if (V::kRelativeLayerNorm && c.norm_rel_ebd_layer_norm) {
-        auto gamma = w.vector("encoder.LayerNorm.weight", c.hidden_size);
-        auto beta = w.vector("encoder.LayerNorm.bias", c.hidden_size);
+        LayerNormParams<P> const norm(w, "encoder.LayerNorm", c.hidden_size, c.layer_norm_eps);
         DeviceMatrix<typename P::Buffer> normalized{p.allocate(rows * c.hidden_size, p.compute_dtype()), rows,
                                                     c.hidden_size};
-        p.layer_norm({.x = table.ref(),
-                      .gamma = gamma.data(),
-                      .beta = beta.data(),
-                      .eps = c.layer_norm_eps,
-                      .out = normalized.ref()});
+        norm.apply(p, table.ref(), MatrixRef{}, normalized.ref());
         table = std::move(normalized);
       }
       relative_->table = std::move(table);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "flashdeberta/layers/forward_context.hpp"
+#include "flashdeberta/layers/layer_norm.hpp"
 #include "flashdeberta/model/weights.hpp"
 
 namespace flashdeberta {
@@ -19,8 +20,7 @@ class FeedForwardBlock {
     intermediate_bias_ = w.vector(prefix + "intermediate.dense.bias", c.intermediate_size);
     output_ = w.matrix(prefix + "output.dense.weight", c.hidden_size, c.intermediate_size);
     output_bias_ = w.vector(prefix + "output.dense.bias", c.hidden_size);
-    ln_gamma_ = w.vector(prefix + "output.LayerNorm.weight", c.hidden_size);
-    ln_beta_ = w.vector(prefix + "output.LayerNorm.bias", c.hidden_size);
+    norm_ = LayerNormParams<P>(w, prefix + "output.LayerNorm", c.hidden_size, c.layer_norm_eps);
   }
 
   typename P::Buffer forward(ForwardContext<P> const& ctx, typename P::Buffer const& a) const {
@@ -37,20 +37,14 @@ class FeedForwardBlock {
     auto projected = ctx.activation(h);  // (T, H)
     p.gemm(
         {.a = rows_of(inner, t, i), .b = output_.ref(), .bias = output_bias_.data(), .out = rows_of(projected, t, h)});
-    auto out = ctx.activation(h);
-    p.layer_norm({.x = rows_of(projected, t, h),
-                  .residual = rows_of(a, t, h),
-                  .gamma = ln_gamma_.data(),
-                  .beta = ln_beta_.data(),
-                  .eps = config_.layer_norm_eps,
-                  .out = rows_of(out, t, h)});
-    return out;
+    return norm_.apply(ctx, projected, &a);
   }
 
  private:
   ModelConfig config_;
   Matrix intermediate_, output_;
-  typename P::Buffer intermediate_bias_, output_bias_, ln_gamma_, ln_beta_;
+  typename P::Buffer intermediate_bias_, output_bias_;
+  LayerNormParams<P> norm_;
 };
 
 }  // namespace flashdeberta
