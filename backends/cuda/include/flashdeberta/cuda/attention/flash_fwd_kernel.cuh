@@ -122,8 +122,9 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_attention_kernel(Attention
       if (warp == 0) {
         int const qp = qpos_s[lane < BM ? lane : BM - 1];
         int const kp = kpos_s[lane];
-        int const diff_min = max(warp_min_int(qp) - warp_max_int(kp), -s);
-        int const diff_max = min(warp_max_int(qp) - warp_min_int(kp), s);
+        // Both ends clamped on both sides: in a saturated tile the whole range lies beyond +-s.
+        int const diff_min = min(max(warp_min_int(qp) - warp_max_int(kp), -s), s);
+        int const diff_max = min(max(warp_max_int(qp) - warp_min_int(kp), -s), s);
         if (lane == 0) {
           window_s[0] = p.relative_index[diff_min + s];
           window_s[1] = p.relative_index[diff_max + s] - window_s[0] + 1;

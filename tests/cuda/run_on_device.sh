@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The CUDA checks in one device call: op tests, golden suite (fp32, bf16, fp16), forward timings, HF's
+# own bf16/fp16 error on the fixtures, then compute-sanitizer memcheck over both test binaries.
+# Binaries come prebuilt in a bundle made on the build machine (../shared/tools/device-bundle):
+#   tests/cuda/run_on_device.sh BUNDLE [STEP...]      STEP: ops golden time hf memcheck (default: all)
+# Logs go to $OUT (the device tool's output folder) or /tmp/cuda_logs; a summary is printed.
+set -uo pipefail
+bundle=$(cd "${1:?bundle directory}" && pwd)
+shift
+steps=${*:-ops golden time hf memcheck}
+out=${OUT:-/tmp/cuda_logs}
+mkdir -p "$out"
+# The test binaries find the fixtures at the path they were built with.
+if [ ! -e /work/main/tests/fixtures ]; then mkdir -p /work && ln -sfn "$PWD" /work/main; fi
+export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+
+step() {  # step NAME SECONDS COMMAND...
+  local name=$1 limit=$2
+  shift 2
+  local start=$SECONDS
+  timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: exit $rc, $((SECONDS - start)) s"
+  tail -n 4 "$out/$name.log"
+}
+
+for s in $steps; do
+  case $s in
+    ops)
+      step ops 240 "$bundle/bin/test_ops_cuda"
+      grep -o "[a-z].*: max abs error.*" "$out/ops.log" | sort -t'(' -k1,1 | awk '{print "   " $0}' | head -n 200 >"$out/ops_summary.txt"
+      grep -c "max abs error" "$out/ops.log"
+      ;;
+    golden)
+      step golden 240 "$bundle/bin/test_golden_cuda"
+      grep -o "fixture .*error.*" "$out/golden.log" >"$out/golden_summary.txt"
+      cat "$out/golden_summary.txt"
+      ;;
+    time) step time 300 "$bundle/bin/time_forward_cuda" /tmp && cat "$out/time.log" ;;
+    hf) step hf 180 python3 tests/cuda/hf_low_precision_error.py tests/fixtures && cat "$out/hf.log" ;;
+    memcheck)
+      step memcheck_ops 300 "$sanitizer" --tool memcheck --error-exitcode 9 "$bundle/bin/test_ops_cuda"
+      step memcheck_golden 300 "$sanitizer" --tool memcheck --error-exitcode 9 "$bundle/bin/test_golden_cuda"
+      grep -h "ERROR SUMMARY" "$out"/memcheck_*.log
+      ;;
+  esac
+done
