@@ -16,7 +16,8 @@ ctest --test-dir "$build" --output-on-failure -j"$jobs"
 echo "== AddressSanitizer + UBSan: host tests"
 asan=$build-asan
 cmake -S "$root" -B "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHDEBERTA_SANITIZE=ON \
-  -DFLASHDEBERTA_BUILD_BENCH=OFF -DFLASHDEBERTA_BUILD_EXAMPLES=OFF -DFLASHDEBERTA_WITH_KOKKOS=OFF >/dev/null
+  -DFLASHDEBERTA_BUILD_BENCH=OFF -DFLASHDEBERTA_BUILD_EXAMPLES=OFF -DFLASHDEBERTA_WITH_KOKKOS=OFF \
+  -DFLASHDEBERTA_WITH_CUDA=OFF >/dev/null
 cmake --build "$asan" -j"$jobs"
 ctest --test-dir "$asan" --output-on-failure -j"$jobs"
 
@@ -25,7 +26,7 @@ if [ -f "$root/tests/fuzz/CMakeLists.txt" ]; then
   fuzz=$build-fuzz
   CXX=clang++ cmake -S "$root" -B "$fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHDEBERTA_BUILD_FUZZ=ON \
     -DFLASHDEBERTA_BUILD_BENCH=OFF -DFLASHDEBERTA_BUILD_EXAMPLES=OFF -DFLASHDEBERTA_WITH_KOKKOS=OFF \
-    -DFLASHDEBERTA_WITH_EIGEN=OFF >/dev/null
+    -DFLASHDEBERTA_WITH_EIGEN=OFF -DFLASHDEBERTA_WITH_CUDA=OFF >/dev/null
   cmake --build "$fuzz" -j"$jobs" --target fuzz_safetensors fuzz_config
   for target in fuzz_safetensors fuzz_config; do
     "$fuzz/tests/fuzz/$target" -max_total_time="${FLASHDEBERTA_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -dict="$root/tests/fuzz/${target#fuzz_}.dict" 2>&1 | tail -n 2
