@@ -1,53 +1,217 @@
 // Flash host attention: tiled online softmax with no (L, L) buffer (memory linear in L).
 //
-// Position terms come from two small products per head: p2c_all (L, 2k) = k . Qr^T once per head, and
-// c2p_block (BM, 2k) = q_block . Kr^T per query block; a tile adds c2p_block[i, delta] + p2c_all[j, delta]
-// with delta read from the precomputed slot table. A tile whose pairs all lie beyond the saturation
-// distance uses one slot for all of them, so its position terms reduce to a per-row plus a per-column
-// vector: plain attention plus two biases, no table look-ups.
+// Per head, p2c (L, 2k) = k . Qr^T / scale is formed once (rows split across threads); per query block,
+// c2p (BM, 2k) = (q / scale) . Kr^T. A score tile is then (q / scale) . k^T plus, per element, one value
+// from a c2p row and one from a p2c row at the slot delta(i - j) (performance.md, "Where the time goes"):
+//   - delta depends on i - j only, so for contiguous positions a tile's slots are one window of
+//     rows + cols - 1 table entries, read in order along each row: no per-element clamp or look-up;
+//   - pairs at |i - j| >= saturation all use an edge slot, so in each row the keys far to the left form
+//     a prefix and those far to the right a suffix where the terms are a per-row constant plus a
+//     contiguous per-key vector (the p2c column of that edge slot): plain vector adds, no gathers.
+// Batches with holes in their positions (masked tokens inside a sequence) take a per-element path.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "flashdeberta/eigen/ops/attention_common.hpp"
 
 namespace flashdeberta::eigen_ops {
 
+// Tile shape of the host flash kernel, measured on the 2-core Xeon (Sapphire Rapids under KVM) of
+// docs/benchmarks.md: v3-base shapes, one thread, -march=native, CPU ms at L = 2048 (L = 512), taken
+// before the p2c projection used GEMM's alpha (which sped every shape up alike):
+//   BM x BN   32x256 328 (32.4)   64x64 332 (30.3)   64x128 304-336 (29.7)   64x256 299-304 (29.8)
+//             64x512 426 (34.9)   128x128 353 (37.4)   128x256 375 (41.2)
+// Wider key blocks amortize the per-row rescale of the (BM, d) accumulator and let Eigen pack larger
+// panels; at 64 x 512 the 128 KB tile, read by three passes (position terms, softmax, p.v), costs more
+// than that saves. Taller query blocks lost too (the (BM, 2k) c2p block and the accumulator outgrow
+// L1). The SSE2-only build is bound by Eigen's 4-wide GEMM and showed no preference above its noise.
 struct HostFlashTile {
-  static constexpr std::int64_t kBlockQ = 64;  // query rows per task
-  static constexpr std::int64_t kBlockK = 64;  // key columns per inner step
+  static constexpr std::int64_t kBlockQ = 64;   // query rows per task
+  static constexpr std::int64_t kBlockK = 256;  // key columns per online-softmax step
+  static_assert(kBlockQ > 0 && kBlockK > 0, "tile extents must be positive");
+  static constexpr bool is_valid() { return kBlockQ * kBlockK <= 256 * 1024; }  // scores tile within L2
 };
+static_assert(HostFlashTile::is_valid(), "the (BM, BN) score tile must stay within a core's L2");
 
 namespace detail {
 
-// Adds the c2p/p2c terms of the tile (rows [i0, i0 + rows), cols [j0, j0 + cols)) to scores.
-inline void add_position_terms(AttentionArgs const& a, std::int32_t const* pos, std::int64_t i0, std::int64_t rows,
-                               std::int64_t j0, std::int64_t cols, RowMatrix const& c2p_block, RowMatrix const& p2c_all,
-                               bool c2p, bool p2c, RowMatrix& scores) {
-  std::int64_t const min_diff = static_cast<std::int64_t>(pos[i0]) - pos[j0 + cols - 1];
-  std::int64_t const max_diff = static_cast<std::int64_t>(pos[i0 + rows - 1]) - pos[j0];
-  bool const saturated_far = min_diff >= a.saturation;    // every key far to the left of every query
-  bool const saturated_near = max_diff <= -a.saturation;  // every key far to the right
-  if (saturated_far || saturated_near) {
-    std::int32_t const slot = a.relative_index[saturated_far ? 2 * a.saturation : 0];
-    if (c2p) scores.topRows(rows).leftCols(cols).colwise() += c2p_block.col(slot).head(rows);
-    if (p2c) scores.topRows(rows).leftCols(cols).rowwise() += p2c_all.col(slot).segment(j0, cols).transpose();
-    return;
+// Per-thread buffers, sized once per call: nothing is allocated inside the tile loops.
+struct FlashWorkspace {
+  RowMatrix q;                            // (BM, d) query block / scale
+  RowMatrix c2p;                          // (BM, 2k) scaled c2p of the block
+  RowMatrix scores;                       // (BM, BN)
+  RowMatrix acc;                          // (BM, d)
+  Eigen::VectorXf row_max, row_sum;       // (BM)
+  std::vector<std::int32_t> slot_window;  // (BM + BN - 1)
+
+  FlashWorkspace(std::int64_t d, std::int64_t slots)
+      : q(HostFlashTile::kBlockQ, d),
+        c2p(HostFlashTile::kBlockQ, slots),
+        scores(HostFlashTile::kBlockQ, HostFlashTile::kBlockK),
+        acc(HostFlashTile::kBlockQ, d),
+        row_max(HostFlashTile::kBlockQ),
+        row_sum(HostFlashTile::kBlockQ),
+        slot_window(static_cast<std::size_t>(HostFlashTile::kBlockQ + HostFlashTile::kBlockK - 1)) {}
+};
+
+// What one tile needs to add its position terms. Every table is already divided by scale.
+struct PositionTerms {
+  bool c2p = false;
+  bool p2c = false;
+  RowMatrix const* p2c_all = nullptr;  // (L, 2k) of the current head
+  float const* p2c_far = nullptr;      // (L) p2c column of the slot used at i - j >= saturation
+  float const* p2c_near = nullptr;     // (L) p2c column of the slot used at j - i >= saturation
+  std::int32_t slot_far = 0;
+  std::int32_t slot_near = 0;
+};
+
+// p2c (L, 2k) = k . Qr^T / scale of one head, and its two edge-slot columns as contiguous vectors.
+struct P2cTable {
+  RowMatrix all;
+  Eigen::VectorXf far, near;
+
+  void resize(std::int64_t length, std::int64_t slots) {
+    all.resize(length, slots);
+    far.resize(length);
+    near.resize(length);
   }
+
+  // Rows [j0, j0 + n) of the table of `head`.
+  void project(AttentionArgs const& a, HeadViews const& view, PositionTerms const& t, std::int64_t head,
+               std::int64_t j0, std::int64_t n) {
+    // The scale on the left operand becomes GEMM's alpha; on the product it forced Eigen's lazy
+    // coefficient-wise evaluation (measured: a quarter of the time at L = 128).
+    all.middleRows(j0, n).noalias() =
+        ((1.0f / a.scale) * view.k.middleRows(j0, n)) * relative_head(a.pos_query, head, a.head_size).transpose();
+    far.segment(j0, n) = all.col(t.slot_far).segment(j0, n);
+    near.segment(j0, n) = all.col(t.slot_near).segment(j0, n);
+  }
+};
+
+inline PositionTerms position_terms(AttentionArgs const& a, P2cTable const& table) {
+  PositionTerms t;
+  t.c2p = !a.pos_key.empty();
+  t.p2c = !a.pos_query.empty();
+  t.p2c_all = &table.all;
+  t.p2c_far = table.far.data();
+  t.p2c_near = table.near.data();
+  if (t.c2p || t.p2c) {
+    t.slot_far = a.relative_index[2 * a.saturation];
+    t.slot_near = a.relative_index[0];
+  }
+  return t;
+}
+
+// Contiguous positions: row r of the tile is query i0 + r; column c is key j0 + c.
+inline void add_position_terms_contiguous(AttentionArgs const& a, PositionTerms const& t, FlashWorkspace& w,
+                                          std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols) {
+  std::int64_t const s = a.saturation;
+  // window[v] = slot of the pair (r, c) with c - r = v - (rows - 1): row r reads window[rows - 1 - r + c].
+  std::int64_t const base_diff = i0 - j0 + rows - 1;  // i - j at v = 0
+  std::int32_t* window = w.slot_window.data();
+  for (std::int64_t v = 0; v < rows + cols - 1; ++v) {
+    std::int64_t const diff = std::clamp(base_diff - v, -s, s);
+    window[v] = a.relative_index[diff + s];
+  }
+  std::int64_t const slots_ld = t.p2c ? t.p2c_all->cols() : 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::int64_t const i = i0 + r;
+    float* __restrict score = &w.scores(r, 0);  // restrict: lets the compiler gather-vectorize the band
+    float const* __restrict c2p_row = &w.c2p(r, 0);
+    // Columns [0, far_end) have i - j >= s; columns [near_begin, cols) have j - i >= s.
+    std::int64_t const far_end = std::clamp(i - s - j0 + 1, std::int64_t{0}, cols);
+    std::int64_t const near_begin = std::clamp(i + s - j0, far_end, cols);
+    if (far_end > 0) {
+      float const c = t.c2p ? c2p_row[t.slot_far] : 0.0f;
+      if (t.p2c) {
+        float const* pf = t.p2c_far + j0;
+        for (std::int64_t col = 0; col < far_end; ++col) score[col] += c + pf[col];
+      } else {
+        for (std::int64_t col = 0; col < far_end; ++col) score[col] += c;
+      }
+    }
+    std::int32_t const* __restrict slot = window + (rows - 1 - r);
+    if (t.c2p && t.p2c) {
+      float const* __restrict p2c_rows = t.p2c_all->data() + j0 * slots_ld;
+      for (std::int64_t col = far_end; col < near_begin; ++col)
+        score[col] += c2p_row[slot[col]] + p2c_rows[col * slots_ld + slot[col]];
+    } else if (t.c2p) {
+      for (std::int64_t col = far_end; col < near_begin; ++col) score[col] += c2p_row[slot[col]];
+    } else {
+      float const* p2c_rows = t.p2c_all->data() + j0 * slots_ld;
+      for (std::int64_t col = far_end; col < near_begin; ++col) score[col] += p2c_rows[col * slots_ld + slot[col]];
+    }
+    if (near_begin < cols) {
+      float const c = t.c2p ? c2p_row[t.slot_near] : 0.0f;
+      if (t.p2c) {
+        float const* pn = t.p2c_near + j0;
+        for (std::int64_t col = near_begin; col < cols; ++col) score[col] += c + pn[col];
+      } else {
+        for (std::int64_t col = near_begin; col < cols; ++col) score[col] += c;
+      }
+    }
+  }
+}
+
+// Any positions (holes where masked tokens were dropped): the slot of every pair from its positions.
+inline void add_position_terms_general(AttentionArgs const& a, PositionTerms const& t, FlashWorkspace& w,
+                                       std::int32_t const* pos, std::int64_t i0, std::int64_t rows, std::int64_t j0,
+                                       std::int64_t cols) {
   for (std::int64_t r = 0; r < rows; ++r) {
     std::int64_t const pi = pos[i0 + r];
     for (std::int64_t c = 0; c < cols; ++c) {
-      std::int64_t diff = pi - pos[j0 + c];
-      diff = std::clamp(diff, -a.saturation, a.saturation);
+      std::int64_t const diff = std::clamp(pi - pos[j0 + c], -a.saturation, a.saturation);
       std::int32_t const slot = a.relative_index[diff + a.saturation];
       float term = 0.0f;
-      if (c2p) term = c2p_block(r, slot);
-      if (p2c) term += p2c_all(j0 + c, slot);
-      scores(r, c) += term;
+      if (t.c2p) term = w.c2p(r, slot);
+      if (t.p2c) term += (*t.p2c_all)(j0 + c, slot);
+      w.scores(r, c) += term;
     }
   }
+}
+
+// One query block of one head against all keys of its sequence: the flash mainloop.
+inline void attend_query_block(AttentionArgs const& a, HeadViews& view, PositionTerms const& terms,
+                               std::int32_t const* pos, bool contiguous, std::int64_t length, std::int64_t i0,
+                               std::int64_t head, FlashWorkspace& w) {
+  using Tile = HostFlashTile;
+  std::int64_t const rows = std::min(Tile::kBlockQ, length - i0);
+  float const inv_scale = 1.0f / a.scale;
+  auto q = w.q.topRows(rows);
+  q.noalias() = view.q.middleRows(i0, rows) * inv_scale;  // load_q, scale folded in once
+  if (terms.c2p) w.c2p.topRows(rows).noalias() = q * relative_head(a.pos_key, head, a.head_size).transpose();
+  auto acc = w.acc.topRows(rows);
+  acc.setZero();
+  w.row_max.head(rows).setConstant(-std::numeric_limits<float>::infinity());
+  w.row_sum.head(rows).setZero();
+  for (std::int64_t j0 = 0; j0 < length; j0 += Tile::kBlockK) {
+    std::int64_t const cols = std::min(Tile::kBlockK, length - j0);
+    auto tile = w.scores.topLeftCorner(rows, cols);
+    tile.noalias() = q * view.k.middleRows(j0, cols).transpose();  // compute_qk
+    if (terms.c2p || terms.p2c) {                                  // add_position_bias
+      if (contiguous) {
+        add_position_terms_contiguous(a, terms, w, i0, rows, j0, cols);
+      } else {
+        add_position_terms_general(a, terms, w, pos, i0, rows, j0, cols);
+      }
+    }
+    for (std::int64_t r = 0; r < rows; ++r) {  // update_softmax_state
+      auto row = tile.row(r).array();
+      float const new_max = std::max(w.row_max[r], row.maxCoeff());
+      float const correction = std::exp(w.row_max[r] - new_max);
+      row = (row - new_max).exp();
+      w.row_sum[r] = w.row_sum[r] * correction + row.sum();
+      if (correction != 1.0f) acc.row(r) *= correction;
+      w.row_max[r] = new_max;
+    }
+    acc.noalias() += tile * view.v.middleRows(j0, cols);  // compute_pv
+  }
+  view.out.middleRows(i0, rows) = w.row_sum.head(rows).cwiseInverse().asDiagonal() * acc;  // write_o
 }
 
 }  // namespace detail
@@ -58,45 +222,60 @@ inline void attention_flash(AttentionArgs const& a, int threads) {
   std::int64_t const d = a.head_size;
   bool const c2p = !a.pos_key.empty();
   bool const p2c = !a.pos_query.empty();
-  float const inv_scale = 1.0f / a.scale;
-  for (std::int64_t b = 0; b < a.sequences.batch; ++b) {
-    std::int64_t const first = a.sequences.cu_seqlens[b];
-    std::int64_t const length = a.sequences.cu_seqlens[b + 1] - first;
-    if (length == 0) continue;
-    std::int32_t const* pos = a.sequences.positions + first;
-    std::int64_t const query_blocks = (length + Tile::kBlockQ - 1) / Tile::kBlockQ;
-    for (std::int64_t h = 0; h < a.num_heads; ++h) {
-      HeadViews view = head_views(a, first, length, h);
-      RowMatrix p2c_all;  // (L, 2k), linear in L
-      if (p2c) p2c_all.noalias() = view.k * relative_head(a.pos_query, h, d).transpose();
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-      for (std::int64_t qb = 0; qb < query_blocks; ++qb) {
-        std::int64_t const i0 = qb * Tile::kBlockQ;
-        std::int64_t const rows = std::min(Tile::kBlockQ, length - i0);
-        auto const q_block = view.q.middleRows(i0, rows);
-        RowMatrix c2p_block;  // (BM, 2k)
-        if (c2p) c2p_block.noalias() = q_block * relative_head(a.pos_key, h, d).transpose();
-        RowMatrix scores(Tile::kBlockQ, Tile::kBlockK);
-        RowMatrix acc = RowMatrix::Zero(rows, d);
-        Eigen::VectorXf row_max = Eigen::VectorXf::Constant(rows, -std::numeric_limits<float>::infinity());
-        Eigen::VectorXf row_sum = Eigen::VectorXf::Zero(rows);
-        for (std::int64_t j0 = 0; j0 < length; j0 += Tile::kBlockK) {
-          std::int64_t const cols = std::min(Tile::kBlockK, length - j0);
-          auto tile = scores.topLeftCorner(rows, cols);
-          tile.noalias() = q_block * view.k.middleRows(j0, cols).transpose();
-          if (c2p || p2c) detail::add_position_terms(a, pos, i0, rows, j0, cols, c2p_block, p2c_all, c2p, p2c, scores);
-          tile *= inv_scale;
-          for (std::int64_t r = 0; r < rows; ++r) {
-            float const new_max = std::max(row_max[r], tile.row(r).maxCoeff());
-            float const correction = std::exp(row_max[r] - new_max);
-            tile.row(r) = (tile.row(r).array() - new_max).exp();
-            row_sum[r] = row_sum[r] * correction + tile.row(r).sum();
-            acc.row(r) *= correction;
-            row_max[r] = new_max;
-          }
-          acc.noalias() += tile * view.v.middleRows(j0, cols);
-        }
-        view.out.middleRows(i0, rows) = row_sum.cwiseInverse().asDiagonal() * acc;
+  std::int64_t const slots = c2p ? a.pos_key.rows : (p2c ? a.pos_query.rows : 1);
+  std::int64_t const max_length = a.sequences.max_seqlen;
+  bool const contiguous = a.sequences.contiguous_positions;
+  auto sequence = [&](std::int64_t b) {
+    return std::pair{std::int64_t{a.sequences.cu_seqlens[b]}, std::int64_t{a.sequences.cu_seqlens[b + 1]}};
+  };
+  // With enough (sequence, head) pairs, each thread takes whole heads: it projects its own p2c table and
+  // no thread ever waits for another until the end. Otherwise (few heads, many threads) the query blocks
+  // of one head are shared, at the price of two barriers per head, which stall every thread whenever
+  // one of them is descheduled (measured on 2 busy cores: 2-3x slower at L = 512).
+  if (a.sequences.batch * a.num_heads >= 2 * static_cast<std::int64_t>(threads)) {
+#pragma omp parallel num_threads(threads)
+    {
+      detail::FlashWorkspace workspace(d, slots);
+      detail::P2cTable table;
+      if (p2c) table.resize(max_length, slots);
+      detail::PositionTerms const terms = detail::position_terms(a, table);
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t task = 0; task < a.sequences.batch * a.num_heads; ++task) {
+        std::int64_t const b = task / a.num_heads;
+        std::int64_t const h = task % a.num_heads;
+        auto const [first, last] = sequence(b);
+        if (last == first) continue;
+        HeadViews view = head_views(a, first, last - first, h);
+        if (p2c) table.project(a, view, terms, h, 0, last - first);
+        for (std::int64_t i0 = 0; i0 < last - first; i0 += Tile::kBlockQ)
+          detail::attend_query_block(a, view, terms, a.sequences.positions + first, contiguous, last - first, i0, h,
+                                     workspace);
+      }
+    }
+    return;
+  }
+  detail::P2cTable table;  // shared by the threads working on one head
+  if (p2c) table.resize(max_length, slots);
+  detail::PositionTerms const terms = detail::position_terms(a, table);
+#pragma omp parallel num_threads(threads)
+  {
+    detail::FlashWorkspace workspace(d, slots);
+    for (std::int64_t b = 0; b < a.sequences.batch; ++b) {
+      auto const [first, last] = sequence(b);
+      std::int64_t const length = last - first;
+      std::int64_t const blocks = (length + Tile::kBlockQ - 1) / Tile::kBlockQ;
+      for (std::int64_t h = 0; h < a.num_heads && length > 0; ++h) {
+        HeadViews view = head_views(a, first, length, h);
+        if (p2c) {
+#pragma omp for schedule(static)
+          for (std::int64_t kb = 0; kb < blocks; ++kb)
+            table.project(a, view, terms, h, kb * Tile::kBlockQ, std::min(Tile::kBlockQ, length - kb * Tile::kBlockQ));
+        }  // implicit barrier: every block below reads all of the table
+#pragma omp for schedule(dynamic, 1)
+        for (std::int64_t qb = 0; qb < blocks; ++qb)
+          detail::attend_query_block(a, view, terms, a.sequences.positions + first, contiguous, length,
+                                     qb * Tile::kBlockQ, h, workspace);
+        // implicit barrier: the table is overwritten for the next head
       }
     }
   }
