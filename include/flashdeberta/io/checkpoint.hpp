@@ -128,7 +128,9 @@ class Checkpoint {
                                                                   << "' has shape " << detail::format_shape(t.shape)
                                                                   << ", the config requires "
                                                                   << detail::format_shape(expected_shape));
-    return detail::tensor_to_f32(t, source_of(name));
+    std::vector<float> values = detail::tensor_to_f32(t, source_of(name));
+    std::visit([&](auto const& file) { file.release(t); }, files_[entry(name).file]);
+    return values;
   }
 
  private:

@@ -78,6 +78,22 @@ class MappedFile {
   std::size_t size() const { return size_; }
   std::filesystem::path const& path() const { return path_; }
 
+  // Drops the resident pages that lie wholly inside `range` (a part of this mapping) from memory.
+  // Loading converts each tensor into policy memory once; without this, the file's pages and the
+  // converted copy would both stay resident and double the peak memory of a load. The mapping is
+  // private and never written, so the pages are simply read again from the file if touched later.
+  void release(std::span<std::byte const> range) const {
+    if (data_ == nullptr || range.empty()) return;
+    auto const page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    auto const first = reinterpret_cast<std::uintptr_t>(range.data());
+    auto const last = first + range.size();
+    auto const base = reinterpret_cast<std::uintptr_t>(data_);
+    FLASHDEBERTA_ASSERT(first >= base && last <= base + size_);
+    std::uintptr_t const begin = (first + page - 1) / page * page;
+    std::uintptr_t const end = last / page * page;
+    if (begin < end) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  }
+
  private:
   MappedFile(std::filesystem::path path, void* data, std::size_t size)
       : path_(std::move(path)), data_(data), size_(size) {}

@@ -168,6 +168,12 @@ class SafetensorsFile {
 
   bool contains(std::string_view name) const { return tensors_.find(name) != tensors_.end(); }
 
+  // Lets the pages of a tensor already converted leave memory (see MappedFile::release); a no-op for
+  // files parsed from memory.
+  void release(TensorInfo const& tensor) const {
+    if (mapping_) mapping_->release(tensor.bytes);
+  }
+
   TensorInfo const& info(std::string_view name) const {
     auto it = tensors_.find(name);
     FLASHDEBERTA_REQUIRE(it != tensors_.end(), source_ << ": no tensor named '" << name << "' (the file holds "
