@@ -132,7 +132,7 @@ TEST_CASE("cuda vs eigen: disentangled attention, eager and flash") {
   };
   std::uint32_t seed = test_seed();
   for (fd::AttentionImpl impl : {fd::AttentionImpl::kFlash, fd::AttentionImpl::kEager}) {
-    for (std::int64_t d : {16, 32, 64, 128}) {
+    for (std::int64_t d : {16, 32, 48, 64, 128}) {
       for (Terms const terms : {Terms{true, false}, Terms{false, true}, Terms{true, true}, Terms{false, false}}) {
         compare(AttentionCase(d, terms.c2p, terms.p2c, false, RelativeRegime::kSmallBuckets, impl, seed += 10),
                 kAttention);

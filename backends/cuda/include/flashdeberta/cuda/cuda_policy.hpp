@@ -3,8 +3,9 @@
 // construction: weights are converted to it at upload, and every operation stores in it while computing
 // in fp32 (GEMM accumulation, softmax, LayerNorm statistics). F32 is strict IEEE (no TF32).
 //
-// Every operation is enqueued on the policy's stream without synchronizing; upload, download and fence
-// synchronize. This header holds device code: include it from CUDA translation units (nvcc) only.
+// Every operation is enqueued on the policy's stream without synchronizing; upload (weights), download
+// and fence synchronize; upload_indices does not. This header holds device code: include it from CUDA
+// translation units (nvcc) only.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -23,6 +24,7 @@
 #include "flashdeberta/cuda/kernels/elementwise.cuh"
 #include "flashdeberta/cuda/kernels/embedding.cuh"
 #include "flashdeberta/cuda/kernels/layer_norm.cuh"
+#include "flashdeberta/cuda/pinned_staging.hpp"
 #include "flashdeberta/policy/concepts.hpp"
 
 namespace flashdeberta {
@@ -92,6 +94,7 @@ struct CudaContext {
   std::shared_ptr<CachingAllocator> allocator;
   cudaStream_t stream = nullptr;
   std::unique_ptr<CublasLtGemm> gemm;
+  std::unique_ptr<PinnedStaging> staging;  // index uploads: pinned, asynchronous
 
   explicit CudaContext(CudaOptions const& options) : device(options.device), dtype(options.dtype) {
     FLASHDEBERTA_REQUIRE(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
@@ -100,10 +103,15 @@ struct CudaContext {
     int optin = 0;
     FLASHDEBERTA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     limits.max_smem_per_block = static_cast<std::size_t>(optin);
+    int major = 0, minor = 0;
+    FLASHDEBERTA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    FLASHDEBERTA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    limits.compute_capability = 10 * major + minor;
     allocator = std::make_shared<CachingAllocator>(device);
     FLASHDEBERTA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     try {
       gemm = std::make_unique<CublasLtGemm>(options.gemm_workspace_bytes);
+      staging = std::make_unique<PinnedStaging>();
     } catch (...) {
       cudaStreamDestroy(stream);
       throw;
@@ -113,6 +121,7 @@ struct CudaContext {
   CudaContext& operator=(CudaContext const&) = delete;
   ~CudaContext() {
     cudaStreamSynchronize(stream);  // errors at teardown are not actionable
+    staging.reset();
     gemm.reset();
     cudaStreamDestroy(stream);
   }
@@ -164,9 +173,11 @@ class CudaPolicy {
     return buffer;
   }
 
+  // Asynchronous: staged through pinned memory (PinnedStaging), so a forward pass's index uploads do
+  // not synchronize the stream.
   Buffer upload_indices(std::span<std::int32_t const> host) const {
     Buffer buffer = allocate(static_cast<std::int64_t>(host.size()), DType::kI32);
-    if (!host.empty()) copy_to_device(host.data(), buffer);
+    context_->staging->copy_to_device(buffer.data(), host.data(), host.size_bytes(), stream());
     return buffer;
   }
 

@@ -5,10 +5,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "flashdeberta/cuda/attention/eager_kernel.cuh"
 #include "flashdeberta/cuda/attention/flash_fwd_kernel.cuh"
+#include "flashdeberta/cuda/attention/flash_mma_kernel.cuh"
 #include "flashdeberta/cuda/cuda_check.hpp"
 #include "flashdeberta/policy/op_args.hpp"
 
@@ -17,6 +19,7 @@ namespace flashdeberta::cuda_kernels {
 // What the kernels need from the device they run on.
 struct DeviceLimits {
   std::size_t max_smem_per_block = 48 * 1024;  // opt-in maximum of dynamic shared memory
+  int compute_capability = 0;                  // major * 10 + minor
 };
 
 // fn.template operator()<D>() with D the smallest compiled head size >= head_size: every DeBERTa head
@@ -83,9 +86,54 @@ inline dim3 attention_grid(AttentionArgs const& a, std::int64_t rows_per_cta) {
               static_cast<unsigned>(a.sequences.batch));
 }
 
+// The tensor-core kernel's preconditions: 16-bit elements, sm_80+, a head size it runs zero-padded to 64
+// (the CUDA-core kernel keeps 32 and below), and every row start 16-byte aligned for cp.async.
+inline bool flash_mma_applies(AttentionArgs const& a, DeviceLimits const& limits) {
+  auto const aligned = [](MatrixRef const& m) {
+    return m.empty() || (reinterpret_cast<std::uintptr_t>(m.data) % 16 == 0 && m.ld % 8 == 0);
+  };
+  return (a.q.dtype == DType::kBF16 || a.q.dtype == DType::kF16) && limits.compute_capability >= 80 &&
+         a.head_size > 32 && a.head_size <= 64 && a.head_size % 8 == 0 && a.head_stride % 8 == 0 && aligned(a.q) &&
+         aligned(a.k) && aligned(a.v) && aligned(a.pos_key) && aligned(a.pos_query) && a.out.ld % 2 == 0 &&
+         reinterpret_cast<std::uintptr_t>(a.out.data) % 4 == 0 &&
+         FlashTraits<__half, 64, true>::is_valid(limits.max_smem_per_block);
+}
+
+// Launches kernel with Traits' dynamic shared memory, raising the kernel's limit past 48 KiB first (once
+// per kernel and device: the attribute is per device context).
+template <class Traits>
+void launch_flash(void (*kernel)(AttentionParams), dim3 grid, AttentionParams const& params, cudaStream_t stream) {
+  if constexpr (Traits::kSmemBytes > 48 * 1024) {
+    static std::atomic<std::uint64_t> raised{0};  // bit per device ordinal < 64
+    int device = 0;
+    FLASHDEBERTA_CUDA_CHECK(cudaGetDevice(&device));
+    std::uint64_t const bit = device < 64 ? std::uint64_t{1} << device : 0;
+    if (bit == 0 || (raised.load(std::memory_order_relaxed) & bit) == 0) {
+      FLASHDEBERTA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(Traits::kSmemBytes)));
+      raised.fetch_or(bit, std::memory_order_relaxed);
+    }
+  }
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
+  FLASHDEBERTA_CUDA_CHECK_LAUNCH();
+}
+
 inline void attention_flash(AttentionArgs const& a, DeviceLimits const& limits, cudaStream_t stream) {
   if (a.sequences.total_tokens == 0 || a.sequences.max_seqlen == 0) return;
   AttentionParams const params = attention_params(a);
+  if (flash_mma_applies(a, limits)) {
+    // Only 16-bit instantiations exist for the tensor-core plan: fp32 never reaches here.
+    auto const run = [&]<class T>() {
+      using Traits = FlashTraits<T, 64, true>;
+      launch_flash<Traits>(flash_mma::flash_mma_kernel<Traits>, attention_grid(a, Traits::kBlockM), params, stream);
+    };
+    if (a.q.dtype == DType::kBF16) {
+      run.template operator()<__nv_bfloat16>();
+    } else {
+      run.template operator()<__half>();
+    }
+    return;
+  }
   dispatch_float_type(a.q.dtype, [&]<class T>() {
     dispatch_head_size(a.head_size, [&]<int D>() {
       using Traits = FlashTraits<T, D>;
@@ -93,12 +141,7 @@ inline void attention_flash(AttentionArgs const& a, DeviceLimits const& limits, 
                            "flash attention for head size " << D << " needs " << Traits::kSmemBytes
                                                             << " bytes of shared memory; the device has "
                                                             << limits.max_smem_per_block);
-      auto const kernel = flash::flash_attention_kernel<Traits>;
-      if (Traits::kSmemBytes > 48 * 1024)
-        FLASHDEBERTA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                     static_cast<int>(Traits::kSmemBytes)));
-      kernel<<<attention_grid(a, Traits::kBlockM), Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
-      FLASHDEBERTA_CUDA_CHECK_LAUNCH();
+      launch_flash<Traits>(flash::flash_attention_kernel<Traits>, attention_grid(a, Traits::kBlockM), params, stream);
     });
   });
 }

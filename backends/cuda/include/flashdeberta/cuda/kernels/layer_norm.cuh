@@ -1,8 +1,9 @@
 // LayerNorm with an optional residual: out = LayerNorm(x + residual) * gamma + beta over each row.
 //
-// One block per row: the row sum x + residual is formed once in fp32 and kept in shared memory, the mean
-// and then the variance (two passes, as PyTorch) are block reductions in fp32, and out is written last,
-// so out may alias x or residual.
+// Rows of the widths the warp kernel below is built for (768, 1024, ... with 16-byte alignment) take it;
+// the others take one block per row: the row sum x + residual is formed once in fp32 and kept in shared
+// memory, the mean and then the variance (two passes, as PyTorch) are block reductions in fp32, and out
+// is written last. In both, out may alias x or residual.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -55,6 +56,90 @@ __global__ void layer_norm_kernel(LayerNormParams p) {
   }
 }
 
+// One warp per row for BERT-sized rows: each lane holds kVecs 16-byte vectors of the row in registers
+// (768 columns of bf16: 3 per lane), loads and stores are 16 bytes wide and coalesced, and the two-pass
+// statistics are warp shuffles; no shared memory and no block barrier.
+template <class T, int kVecs>
+__global__ void layer_norm_warp_kernel(LayerNormParams p) {
+  constexpr int kPer = 16 / sizeof(T);  // elements per 16-byte vector
+  using Vec = uint4;
+  int const lane = threadIdx.x % 32;
+  int const warps = blockDim.x / 32;
+  float const inv_cols = 1.0f / static_cast<float>(p.cols);
+  auto const gamma = static_cast<T const*>(p.gamma);
+  auto const beta = static_cast<T const*>(p.beta);
+  for (std::int64_t r = blockIdx.x * std::int64_t{warps} + threadIdx.x / 32; r < p.rows;
+       r += std::int64_t{gridDim.x} * warps) {
+    float v[kVecs][kPer];
+    auto const x = static_cast<T const*>(p.x) + r * p.x_ld;
+    auto const residual = p.residual == nullptr ? nullptr : static_cast<T const*>(p.residual) + r * p.residual_ld;
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      int const c = (i * 32 + lane) * kPer;
+      Vec const xv = *reinterpret_cast<Vec const*>(x + c);
+      T const* xs = reinterpret_cast<T const*>(&xv);
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) v[i][e] = to_float(xs[e]);
+      if (residual != nullptr) {
+        Vec const rv = *reinterpret_cast<Vec const*>(residual + c);
+        T const* rs = reinterpret_cast<T const*>(&rv);
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) v[i][e] += to_float(rs[e]);
+      }
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) sum += v[i][e];
+    }
+    float const mean = warp_sum(sum) * inv_cols;
+    float squares = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i)
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) squares += (v[i][e] - mean) * (v[i][e] - mean);
+    float const inv_std = 1.0f / sqrtf(warp_sum(squares) * inv_cols + p.eps);
+    auto* out = static_cast<T*>(p.out) + r * p.out_ld;
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      int const c = (i * 32 + lane) * kPer;
+      Vec const gv = *reinterpret_cast<Vec const*>(gamma + c);
+      Vec const bv = *reinterpret_cast<Vec const*>(beta + c);
+      T const* gs = reinterpret_cast<T const*>(&gv);
+      T const* bs = reinterpret_cast<T const*>(&bv);
+      Vec ov;
+      T* os = reinterpret_cast<T*>(&ov);
+#pragma unroll
+      for (int e = 0; e < kPer; ++e)
+        os[e] = from_float<T>((v[i][e] - mean) * inv_std * to_float(gs[e]) + to_float(bs[e]));
+      *reinterpret_cast<Vec*>(out + c) = ov;
+    }
+  }
+}
+
+// fn.template operator()<kVecs>() for the row widths the warp kernel is instantiated for (16-byte vectors
+// per lane: 3, 4, 6, 8 cover hidden sizes 768, 1024, 1536 and 2048 in 16-bit, 384 to 1024 in fp32);
+// false when the width is not one of them.
+template <class Fn>
+bool dispatch_row_vectors(std::int64_t vectors, Fn&& fn) {
+  switch (vectors) {
+    case 3:
+      fn.template operator()<3>();
+      return true;
+    case 4:
+      fn.template operator()<4>();
+      return true;
+    case 6:
+      fn.template operator()<6>();
+      return true;
+    case 8:
+      fn.template operator()<8>();
+      return true;
+    default:
+      return false;
+  }
+}
+
+inline bool aligned16(void const* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
 inline void layer_norm(LayerNormArgs const& n, cudaStream_t stream) {
   if (n.x.rows == 0) return;
   constexpr std::int64_t kMaxCols = 12 * 1024;  // the row must fit the default 48 KiB of shared memory
@@ -64,6 +149,17 @@ inline void layer_norm(LayerNormArgs const& n, cudaStream_t stream) {
       n.x.data, n.residual.empty() ? nullptr : n.residual.data, n.gamma,  n.beta, n.out.data, n.x.rows, n.x.cols,
       n.x.ld,   n.residual.empty() ? 0 : n.residual.ld,         n.out.ld, n.eps};
   dispatch_float_type(n.x.dtype, [&]<class T>() {
+    constexpr std::int64_t kPer = 16 / sizeof(T);
+    bool const vectorizable = n.x.cols % (32 * kPer) == 0 && n.x.ld % kPer == 0 && n.out.ld % kPer == 0 &&
+                              p.residual_ld % kPer == 0 && aligned16(p.x) && aligned16(p.out) &&
+                              (p.residual == nullptr || aligned16(p.residual)) && aligned16(p.gamma) &&
+                              aligned16(p.beta);
+    if (vectorizable && dispatch_row_vectors(n.x.cols / (32 * kPer), [&]<int kVecs>() {
+          constexpr int kWarps = 4;  // 128 threads: small blocks keep every SM busy at a few thousand rows
+          layer_norm_warp_kernel<T, kVecs><<<grid_for(n.x.rows, kWarps, 65535), 32 * kWarps, 0, stream>>>(p);
+          FLASHDEBERTA_CUDA_CHECK_LAUNCH();
+        }))
+      return;
     // 4+ values per thread for BERT-sized rows, never fewer than one warp.
     int const threads = n.x.cols >= 1024 ? 256 : 128;
     std::size_t const smem = static_cast<std::size_t>(n.x.cols) * sizeof(float);

@@ -1,0 +1,291 @@
+// Flash disentangled-attention forward on tensor cores (FlashTraits<T, 64, true>): 16-bit operands, fp32
+// accumulation, online softmax in fp32 registers, no (L, L) buffer and no workspace.
+//
+// Per CTA: sequence b, head h, query rows [i0, i0 + 64); warp w owns rows [16w, 16w + 16). Per key tile:
+//   load_kv        keys, values and key positions of the next tile, cp.async into the other buffer
+//   slot_window    [first, first + slots): delta is monotone in p_i - p_j, so the tile's slots are one
+//                  contiguous range; its Kr / Qr rows are copied while compute_qk runs
+//   compute_qk     S = Q . K^T (registers), times log2(e) / scale: softmax runs in base 2
+//   position_terms c2p (64 rows, window) = Q . Kr[window]^T and p2c (64 keys, window) = K . Qr[window]^T
+//                  on tensor cores into fp16 shared memory (pre-scaled), then gathered per score: S[i, j]
+//                  += c2p[i, slot(i, j)] + p2c[j, slot(i, j)]; a one-slot window (saturated tiles) is a
+//                  row bias plus a column bias
+//   softmax        running max and sum per row; the four lanes of a quad share a row
+//   compute_pv     O = O * correction + P . V, P taken from the score registers as A fragments
+// and at the end write_o: out = O / sum.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include "flashdeberta/cuda/attention/kernel_traits.cuh"
+#include "flashdeberta/cuda/attention/mma.cuh"
+#include "flashdeberta/cuda/kernels/element.cuh"
+
+namespace flashdeberta::cuda_kernels::flash_mma {
+
+// The slots one key tile touches, the same for every thread of the CTA.
+struct SlotWindow {
+  int first = 0;        // first slot
+  int slots = 0;        // slot count
+  int diff_min = 0;     // smallest p_i - p_j of the tile
+  bool narrow = false;  // diff range <= BM + BN - 1: slot_s holds diff -> slot - first
+};
+
+// out (16 rows of the warp, width) = a (16, 64) . window (width, 64)^T * scale, as fp16 with row stride kLd.
+// fp16 keeps 11 significant bits (bf16 8); the clamp keeps a pathological term finite.
+template <class Tr, class T>
+__device__ __forceinline__ void window_terms(__half* out, std::uint32_t const (&a)[4][4], T const* window, int width,
+                                             float scale) {
+  int const lane = threadIdx.x % 32;
+  int const g = lane / 4, t = lane % 4;
+  for (int n0 = 0; n0 < width; n0 += Tr::kWindowStep) {
+    float acc[2][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      std::uint32_t b[4];
+      mma::load_b_rows(b, window, n0, 16 * kk);
+      mma::mma_16816<T>(acc[0], a[kk], b[0], b[1]);
+      mma::mma_16816<T>(acc[1], a[kk], b[2], b[3]);
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      int const col = n0 + 8 * half + 2 * t;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float const lo = fminf(fmaxf(acc[half][2 * r] * scale, -65504.0f), 65504.0f);
+        float const hi = fminf(fmaxf(acc[half][2 * r + 1] * scale, -65504.0f), 65504.0f);
+        *reinterpret_cast<__half2*>(out + (g + 8 * r) * Tr::kTermLd + col) = __floats2half2_rn(lo, hi);
+      }
+    }
+  }
+}
+
+template <class Tr>
+__global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_kernel(AttentionParams const p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  using T = typename Tr::Element;
+  constexpr int BM = Tr::kBlockM, BN = Tr::kBlockN, W = Tr::kWindow, kLd = Tr::kTermLd, kThreads = Tr::kThreads;
+  constexpr int kTile = BN * Tr::kHeadDim;
+  constexpr float kLog2e = 1.4426950408889634f;
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* k_s = reinterpret_cast<T*>(smem + Tr::kKOffset);
+  auto* v_s = reinterpret_cast<T*>(smem + Tr::kVOffset);
+  auto* key_window = reinterpret_cast<T*>(smem + Tr::kKeyWindowOffset);
+  auto* query_window = reinterpret_cast<T*>(smem + Tr::kQueryWindowOffset);
+  T* q_s = key_window;
+  auto* c2p_s = reinterpret_cast<__half*>(smem + Tr::kC2pOffset);
+  auto* p2c_s = reinterpret_cast<__half*>(smem + Tr::kP2cOffset);
+  auto* kpos_s = reinterpret_cast<int*>(smem + Tr::kKeyPosOffset);
+  auto* slot_s = reinterpret_cast<int*>(smem + Tr::kSlotOffset);
+
+  int const b = blockIdx.z;
+  int const h = blockIdx.y;
+  int const i0 = blockIdx.x * BM;
+  int const first = p.cu_seqlens[b];
+  int const length = p.cu_seqlens[b + 1] - first;
+  if (i0 >= length) return;
+  int const rows = min(BM, length - i0);
+  int const warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int const g = lane / 4, t = lane % 4;
+  int const d = p.head_size, s = p.saturation;
+  bool const relative = p.c2p || p.p2c;
+  auto const* q = static_cast<T const*>(p.q) + static_cast<std::int64_t>(h) * p.head_stride;
+  auto const* k = static_cast<T const*>(p.k) + static_cast<std::int64_t>(h) * p.head_stride;
+  auto const* v = static_cast<T const*>(p.v) + static_cast<std::int64_t>(h) * p.head_stride;
+  auto const* pos_key = p.c2p ? static_cast<T const*>(p.pos_key) + static_cast<std::int64_t>(h) * d : nullptr;
+  auto const* pos_query = p.p2c ? static_cast<T const*>(p.pos_query) + static_cast<std::int64_t>(h) * d : nullptr;
+  std::int32_t const* positions = p.positions + first;
+  std::int32_t const* relative_index = p.relative_index;
+  auto const slot_of_diff = [&](int diff) { return __ldg(relative_index + min(max(diff, -s), s) + s); };
+
+  // load_q and the first key tile; padding rows and columns repeat the last valid position, so they
+  // stay inside every slot window.
+  mma::load_tile_async<kThreads>(q_s, q + static_cast<std::int64_t>(first + i0) * p.q_ld, p.q_ld, BM, rows, d);
+  auto const load_kv = [&](int j0, int buffer) {
+    int const cols = min(BN, length - j0);
+    mma::load_tile_async<kThreads>(k_s + buffer * kTile, k + static_cast<std::int64_t>(first + j0) * p.k_ld, p.k_ld, BN,
+                                   cols, d);
+    mma::load_tile_async<kThreads>(v_s + buffer * kTile, v + static_cast<std::int64_t>(first + j0) * p.v_ld, p.v_ld, BN,
+                                   cols, d);
+    if (threadIdx.x < BN)
+      kpos_s[buffer * BN + threadIdx.x] = positions[j0 + min(static_cast<int>(threadIdx.x), cols - 1)];
+  };
+  load_kv(0, 0);
+  mma::cp_async_commit();
+  int const qpos[2] = {positions[i0 + min(16 * warp + g, rows - 1)], positions[i0 + min(16 * warp + g + 8, rows - 1)]};
+  int const qa = positions[i0 + min(lane, rows - 1)], qb = positions[i0 + min(lane + 32, rows - 1)];
+  int const qmin = warp_min_int(min(qa, qb)), qmax = warp_max_int(max(qa, qb));
+  mma::cp_async_wait<0>();
+  __syncthreads();
+  std::uint32_t qf[4][4];  // this warp's 16 query rows as A fragments, k = head columns 16kk..
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) mma::load_a(qf[kk], q_s, 16 * warp, 16 * kk);
+
+  float const score_scale = p.inv_scale * kLog2e;
+  float o[8][4] = {};  // output columns 8nt + 2t (+1), rows g and g + 8
+  float row_max[2] = {-INFINITY, -INFINITY};
+  float row_sum[2] = {0.0f, 0.0f};  // this lane's part; the quad's sum is formed at write_o
+
+  int buffer = 0;
+  for (int j0 = 0; j0 < length; j0 += BN, buffer ^= 1) {
+    int const cols = min(BN, length - j0);
+    mma::cp_async_wait<0>();
+    __syncthreads();  // this tile's keys, values and positions landed; the previous tile is consumed
+    T const* k_tile = k_s + buffer * kTile;
+    T const* v_tile = v_s + buffer * kTile;
+    int const* kpos = kpos_s + buffer * BN;
+
+    // slot_window, then its Kr / Qr rows in flight while compute_qk runs
+    SlotWindow win;
+    auto const load_window = [&](int c0) {  // rows past the chunk's slots up to the next n16 step are zeros
+      int const count = min(W, win.slots - c0);
+      int const rows_loaded = (count + Tr::kWindowStep - 1) / Tr::kWindowStep * Tr::kWindowStep;
+      std::int64_t const slot0 = win.first + c0;
+      if (p.c2p)
+        mma::load_tile_async<kThreads>(key_window, pos_key + slot0 * p.pos_key_ld, p.pos_key_ld, rows_loaded, count, d);
+      if (p.p2c)
+        mma::load_tile_async<kThreads>(query_window, pos_query + slot0 * p.pos_query_ld, p.pos_query_ld, rows_loaded,
+                                       count, d);
+      mma::cp_async_commit();
+    };
+    if (relative) {
+      int const ka = kpos[lane], kb = kpos[lane + 32];
+      win.diff_min = qmin - warp_max_int(max(ka, kb));
+      int const diff_max = qmax - warp_min_int(min(ka, kb));
+      win.first = slot_of_diff(win.diff_min);
+      win.slots = slot_of_diff(diff_max) - win.first + 1;
+      win.narrow = diff_max - win.diff_min < BM + BN;
+      load_window(0);
+      if (win.narrow && win.slots > 1)
+        for (int idx = threadIdx.x; idx <= diff_max - win.diff_min; idx += kThreads)
+          slot_s[idx] = slot_of_diff(win.diff_min + idx) - win.first;
+    }
+    if (j0 + BN < length) load_kv(j0 + BN, buffer ^ 1);
+    mma::cp_async_commit();
+
+    // compute_qk: scores of rows g, g + 8 and key columns 8nt + 2t (+1)
+    float sc[8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        std::uint32_t kb[4];
+        mma::load_b_rows(kb, k_tile, 16 * np, 16 * kk);
+        mma::mma_16816<T>(sc[2 * np], qf[kk], kb[0], kb[1]);
+        mma::mma_16816<T>(sc[2 * np + 1], qf[kk], kb[2], kb[3]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[nt][e] *= score_scale;
+
+    // position_terms, one window chunk at a time (one chunk unless holes in positions widen the window)
+    if (relative) {
+      for (int c0 = 0; c0 < win.slots; c0 += W) {
+        if (c0 == 0) {
+          mma::cp_async_wait<1>();  // the window; the next tile's keys may still be in flight
+        } else {
+          load_window(c0);  // every warp passed the barrier after the last chunk's terms were computed
+          mma::cp_async_wait<0>();
+        }
+        __syncthreads();
+        int const width = (min(W, win.slots - c0) + Tr::kWindowStep - 1) / Tr::kWindowStep * Tr::kWindowStep;
+        if (p.c2p) window_terms<Tr>(c2p_s + 16 * warp * kLd, qf, key_window, width, score_scale);
+        if (p.p2c) {
+          std::uint32_t kf[4][4];  // this warp's 16 keys of the tile as A fragments
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk) mma::load_a(kf[kk], k_tile, 16 * warp, 16 * kk);
+          window_terms<Tr>(p2c_s + 16 * warp * kLd, kf, query_window, width, score_scale);
+        }
+        __syncthreads();
+        int const row_base = 16 * warp + g;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            int const row = row_base + 8 * (e >> 1);
+            int const col = 8 * nt + 2 * t + (e & 1);
+            int local = 0;  // slot - first - c0
+            if (win.slots > 1) {
+              int const diff = qpos[e >> 1] - kpos[col];
+              local = (win.narrow ? slot_s[diff - win.diff_min] : slot_of_diff(diff) - win.first) - c0;
+              if (static_cast<unsigned>(local) >= static_cast<unsigned>(W)) continue;
+            }
+            float term = 0.0f;
+            if (p.c2p) term += __half2float(c2p_s[row * kLd + local]);
+            if (p.p2c) term += __half2float(p2c_s[col * kLd + local]);
+            sc[nt][e] += term;
+          }
+        }
+      }
+    }
+
+    // mask, then softmax: column 0 of every tile is a valid key, so each row's new maximum is finite
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (8 * nt + 2 * t + (e & 1) >= cols) sc[nt][e] = -INFINITY;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float new_max = row_max[r];
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) new_max = fmaxf(new_max, fmaxf(sc[nt][2 * r], sc[nt][2 * r + 1]));
+      new_max = fmaxf(new_max, __shfl_xor_sync(0xffffffffu, new_max, 1));
+      new_max = fmaxf(new_max, __shfl_xor_sync(0xffffffffu, new_max, 2));
+      float const correction = mma::fast_exp2(row_max[r] - new_max);
+      row_max[r] = new_max;
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        sc[nt][2 * r] = mma::fast_exp2(sc[nt][2 * r] - new_max);
+        sc[nt][2 * r + 1] = mma::fast_exp2(sc[nt][2 * r + 1] - new_max);
+        sum += sc[nt][2 * r] + sc[nt][2 * r + 1];
+        o[nt][2 * r] *= correction;
+        o[nt][2 * r + 1] *= correction;
+      }
+      row_sum[r] = row_sum[r] * correction + sum;
+    }
+
+    // compute_pv: the probabilities of keys 16kk.. are the A fragment built from score tiles 2kk, 2kk + 1
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      std::uint32_t const a[4] = {
+          mma::pack2<T>(sc[2 * kk][0], sc[2 * kk][1]), mma::pack2<T>(sc[2 * kk][2], sc[2 * kk][3]),
+          mma::pack2<T>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]), mma::pack2<T>(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        std::uint32_t vb[4];
+        mma::load_b_cols(vb, v_tile, 16 * kk, 16 * np);
+        mma::mma_16816<T>(o[2 * np], a, vb[0], vb[1]);
+        mma::mma_16816<T>(o[2 * np + 1], a, vb[2], vb[3]);
+      }
+    }
+  }
+
+  // write_o
+  auto* out = static_cast<T*>(p.out) + static_cast<std::int64_t>(h) * d;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float total = row_sum[r];
+    total += __shfl_xor_sync(0xffffffffu, total, 1);
+    total += __shfl_xor_sync(0xffffffffu, total, 2);
+    int const row = 16 * warp + g + 8 * r;
+    if (row >= rows) continue;
+    float const inv = 1.0f / total;
+    T* out_row = out + static_cast<std::int64_t>(first + i0 + row) * p.out_ld;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      int const col = 8 * nt + 2 * t;
+      if (col < d)
+        *reinterpret_cast<std::uint32_t*>(out_row + col) = mma::pack2<T>(o[nt][2 * r] * inv, o[nt][2 * r + 1] * inv);
+    }
+  }
+#else
+  __trap();  // dispatch.cuh sends devices below sm_80 to the CUDA-core kernel
+#endif
+}
+
+}  // namespace flashdeberta::cuda_kernels::flash_mma
