@@ -9,6 +9,9 @@
 //     a prefix and those far to the right a suffix where the terms are a per-row constant plus a
 //     contiguous per-key vector (the p2c column of that edge slot): plain vector adds, no gathers.
 // Batches with holes in their positions (masked tokens inside a sequence) take a per-element path.
+// With AVX-512 and head size 64 (flash_microkernel.hpp), K, V and the relative tables are packed once per
+// head and the score tile, p.v, c2p, p2c and the softmax step use hand-written register-tiled kernels; the
+// one dispatch point is PackedHead::enabled (else Eigen's products, any head size, any ISA).
 #pragma once
 
 #include <algorithm>
@@ -18,12 +21,13 @@
 #include <vector>
 
 #include "flashdeberta/eigen/ops/attention_common.hpp"
+#include "flashdeberta/eigen/ops/flash_microkernel.hpp"
 
 namespace flashdeberta::eigen_ops {
 
-// Tile shape of the host flash kernel, measured on the 2-core Xeon (Sapphire Rapids under KVM) of
-// docs/benchmarks.md: v3-base shapes, one thread, -march=native, CPU ms at L = 2048 (L = 512), taken
-// before the p2c projection used GEMM's alpha (which sped every shape up alike):
+// Tile shape of the host flash kernel (kept for the micro-kernel path, not re-measured with it), measured on the 2-core
+// Xeon (Sapphire Rapids under KVM) of docs/benchmarks.md: v3-base shapes, one thread, -march=native, CPU ms at L = 2048
+// (L = 512), taken before the p2c projection used GEMM's alpha (which sped every shape up alike):
 //   BM x BN   32x256 328 (32.4)   64x64 332 (30.3)   64x128 304-336 (29.7)   64x256 299-304 (29.8)
 //             64x512 426 (34.9)   128x128 353 (37.4)   128x256 375 (41.2)
 // Wider key blocks amortize the per-row rescale of the (BM, d) accumulator and let Eigen pack larger
@@ -37,6 +41,8 @@ struct HostFlashTile {
   static constexpr bool is_valid() { return kBlockQ * kBlockK <= 256 * 1024; }  // scores tile within L2
 };
 static_assert(HostFlashTile::is_valid(), "the (BM, BN) score tile must stay within a core's L2");
+static_assert(HostFlashTile::kBlockQ % detail::kMicroPanel == 0 && HostFlashTile::kBlockK % detail::kMicroPanel == 0,
+              "K is packed in 64-key panels by query-block-sized row ranges, and key blocks start on a panel");
 
 namespace detail {
 
@@ -83,13 +89,64 @@ struct P2cTable {
 
   // Rows [j0, j0 + n) of the table of `head`.
   void project(AttentionArgs const& a, HeadViews const& view, PositionTerms const& t, std::int64_t head,
-               std::int64_t j0, std::int64_t n) {
+               std::int64_t j0, std::int64_t n, float const* query_rel_panels = nullptr) {
+#if defined(__AVX512F__)
+    if (query_rel_panels != nullptr) {
+      score_tile(view.k.data() + j0 * view.k.outerStride(), view.k.outerStride(), query_rel_panels, 0, n, all.cols(),
+                 all.data() + j0 * all.cols(), all.cols());
+      far.segment(j0, n) = all.col(t.slot_far).segment(j0, n);
+      near.segment(j0, n) = all.col(t.slot_near).segment(j0, n);
+      return;
+    }
+#endif
     // The scale on the left operand becomes GEMM's alpha; on the product it forced Eigen's lazy
     // coefficient-wise evaluation (measured: a quarter of the time at L = 128).
     all.middleRows(j0, n).noalias() =
         ((1.0f / a.scale) * view.k.middleRows(j0, n)) * relative_head(a.pos_query, head, a.head_size).transpose();
     far.segment(j0, n) = all.col(t.slot_far).segment(j0, n);
     near.segment(j0, n) = all.col(t.slot_near).segment(j0, n);
+  }
+};
+
+// K (as 64-key panels of K^T) and V (contiguous) of one head for the micro-kernels, packed once per head.
+// With `relative`, also the head's relative key (for c2p) and query (for p2c) tables as panels, divided by
+// scale, so that c2p of a query block and p2c of the head use the micro-kernel too: Eigen re-packed the
+// (2k, 64) table for every query block (perf at L = 2048, one thread: Eigen's GEMM kernel and packing
+// ~14% of the flash time for 10% of its FLOP).
+struct PackedHead {
+  bool enabled = false;
+  bool relative = false;
+  std::vector<float> kt, v, key_rel, query_rel;
+
+  PackedHead(std::int64_t d, std::int64_t max_length, std::int64_t slots, bool pack_relative)
+      : enabled(kHasFlashMicrokernel && d == kMicroHeadSize) {
+    if (!enabled) return;
+    relative = pack_relative && slots % kMicroPanel == 0;
+    if (relative) {
+      key_rel.resize(static_cast<std::size_t>(slots * d));
+      query_rel.resize(static_cast<std::size_t>(slots * d));
+    }
+    std::int64_t const padded = (max_length + kMicroPanel - 1) / kMicroPanel * kMicroPanel;
+    kt.assign(static_cast<std::size_t>(padded * d), 0.0f);  // zero padding: finite scores past the last key
+    v.assign(static_cast<std::size_t>(padded * d), 0.0f);
+  }
+
+  // Rows [j0, j0 + n) of the head; j0 a multiple of the panel width.
+  void pack([[maybe_unused]] HeadViews const& view, [[maybe_unused]] std::int64_t j0, [[maybe_unused]] std::int64_t n) {
+#if defined(__AVX512F__)
+    if (!enabled) return;
+    pack_k_panels(view.k, kt.data(), j0, n);
+    pack_v_rows(view.v, v.data(), j0, n);
+#endif
+  }
+
+  void pack_relative([[maybe_unused]] AttentionArgs const& a, [[maybe_unused]] std::int64_t head) {
+#if defined(__AVX512F__)
+    if (!relative) return;
+    if (!a.pos_key.empty()) pack_table_panels(relative_head(a.pos_key, head, a.head_size), 1.0f, key_rel.data());
+    if (!a.pos_query.empty())
+      pack_table_panels(relative_head(a.pos_query, head, a.head_size), 1.0f / a.scale, query_rel.data());
+#endif
   }
 };
 
@@ -136,6 +193,16 @@ inline void add_position_terms_contiguous(AttentionArgs const& a, PositionTerms 
       }
     }
     std::int32_t const* __restrict slot = window + (rows - 1 - r);
+#if defined(__AVX512F__)
+    float const* p2c_block = t.p2c ? t.p2c_all->data() + j0 * slots_ld : nullptr;
+    if (t.c2p && t.p2c) {
+      add_band<true, true>(score, c2p_row, p2c_block, slots_ld, slot, far_end, near_begin);
+    } else if (t.c2p) {
+      add_band<true, false>(score, c2p_row, p2c_block, slots_ld, slot, far_end, near_begin);
+    } else {
+      add_band<false, true>(score, c2p_row, p2c_block, slots_ld, slot, far_end, near_begin);
+    }
+#else
     if (t.c2p && t.p2c) {
       float const* __restrict p2c_rows = t.p2c_all->data() + j0 * slots_ld;
       for (std::int64_t col = far_end; col < near_begin; ++col)
@@ -146,6 +213,7 @@ inline void add_position_terms_contiguous(AttentionArgs const& a, PositionTerms 
       float const* p2c_rows = t.p2c_all->data() + j0 * slots_ld;
       for (std::int64_t col = far_end; col < near_begin; ++col) score[col] += p2c_rows[col * slots_ld + slot[col]];
     }
+#endif
     if (near_begin < cols) {
       float const c = t.c2p ? c2p_row[t.slot_near] : 0.0f;
       if (t.p2c) {
@@ -177,14 +245,21 @@ inline void add_position_terms_general(AttentionArgs const& a, PositionTerms con
 
 // One query block of one head against all keys of its sequence: the flash mainloop.
 inline void attend_query_block(AttentionArgs const& a, HeadViews& view, PositionTerms const& terms,
-                               std::int32_t const* pos, bool contiguous, std::int64_t length, std::int64_t i0,
-                               std::int64_t head, FlashWorkspace& w) {
+                               PackedHead const& packed, std::int32_t const* pos, bool contiguous, std::int64_t length,
+                               std::int64_t i0, std::int64_t head, FlashWorkspace& w) {
   using Tile = HostFlashTile;
   std::int64_t const rows = std::min(Tile::kBlockQ, length - i0);
   float const inv_scale = 1.0f / a.scale;
   auto q = w.q.topRows(rows);
   q.noalias() = view.q.middleRows(i0, rows) * inv_scale;  // load_q, scale folded in once
-  if (terms.c2p) w.c2p.topRows(rows).noalias() = q * relative_head(a.pos_key, head, a.head_size).transpose();
+#if defined(__AVX512F__)
+  if (terms.c2p && packed.relative) {
+    score_tile(w.q.data(), a.head_size, packed.key_rel.data(), 0, rows, w.c2p.cols(), w.c2p.data(), w.c2p.cols());
+  } else
+#endif
+      if (terms.c2p) {
+    w.c2p.topRows(rows).noalias() = q * relative_head(a.pos_key, head, a.head_size).transpose();
+  }
   auto acc = w.acc.topRows(rows);
   acc.setZero();
   w.row_max.head(rows).setConstant(-std::numeric_limits<float>::infinity());
@@ -192,14 +267,34 @@ inline void attend_query_block(AttentionArgs const& a, HeadViews& view, Position
   for (std::int64_t j0 = 0; j0 < length; j0 += Tile::kBlockK) {
     std::int64_t const cols = std::min(Tile::kBlockK, length - j0);
     auto tile = w.scores.topLeftCorner(rows, cols);
-    tile.noalias() = q * view.k.middleRows(j0, cols).transpose();  // compute_qk
-    if (terms.c2p || terms.p2c) {                                  // add_position_bias
+#if defined(__AVX512F__)
+    if (packed.enabled) {
+      score_tile(w.q.data(), a.head_size, packed.kt.data(), j0, rows, cols, w.scores.data(),
+                 Tile::kBlockK);  // compute_qk
+    } else
+#endif
+    {
+      tile.noalias() = q * view.k.middleRows(j0, cols).transpose();  // compute_qk
+    }
+    if (terms.c2p || terms.p2c) {  // add_position_bias
       if (contiguous) {
         add_position_terms_contiguous(a, terms, w, i0, rows, j0, cols);
       } else {
         add_position_terms_general(a, terms, w, pos, i0, rows, j0, cols);
       }
     }
+#if defined(__AVX512F__)
+    if (packed.enabled) {
+      for (std::int64_t r = 0; r < rows; ++r) {  // update_softmax_state
+        float correction = 1.0f;
+        float const sum = softmax_row(&w.scores(r, 0), cols, w.row_max[r], correction);
+        w.row_sum[r] = w.row_sum[r] * correction + sum;
+        if (correction != 1.0f) acc.row(r) *= correction;
+      }
+      pv_tile(w.scores.data(), Tile::kBlockK, packed.v.data(), j0, rows, cols, w.acc.data());  // compute_pv
+      continue;
+    }
+#endif
     for (std::int64_t r = 0; r < rows; ++r) {  // update_softmax_state
       auto row = tile.row(r).array();
       float const new_max = std::max(w.row_max[r], row.maxCoeff());
@@ -238,6 +333,7 @@ inline void attention_flash(AttentionArgs const& a, int threads) {
       detail::FlashWorkspace workspace(d, slots);
       detail::P2cTable table;
       if (p2c) table.resize(max_length, slots);
+      detail::PackedHead packed(d, max_length, slots, true);
       detail::PositionTerms const terms = detail::position_terms(a, table);
 #pragma omp for schedule(dynamic, 1)
       for (std::int64_t task = 0; task < a.sequences.batch * a.num_heads; ++task) {
@@ -246,16 +342,19 @@ inline void attention_flash(AttentionArgs const& a, int threads) {
         auto const [first, last] = sequence(b);
         if (last == first) continue;
         HeadViews view = head_views(a, first, last - first, h);
-        if (p2c) table.project(a, view, terms, h, 0, last - first);
+        packed.pack_relative(a, h);
+        if (p2c) table.project(a, view, terms, h, 0, last - first, packed.relative ? packed.query_rel.data() : nullptr);
+        packed.pack(view, 0, last - first);
         for (std::int64_t i0 = 0; i0 < last - first; i0 += Tile::kBlockQ)
-          detail::attend_query_block(a, view, terms, a.sequences.positions + first, contiguous, last - first, i0, h,
-                                     workspace);
+          detail::attend_query_block(a, view, terms, packed, a.sequences.positions + first, contiguous, last - first,
+                                     i0, h, workspace);
       }
     }
     return;
   }
   detail::P2cTable table;  // shared by the threads working on one head
   if (p2c) table.resize(max_length, slots);
+  detail::PackedHead packed(d, max_length, slots, false);  // relative tables: Eigen (no per-head serial step)
   detail::PositionTerms const terms = detail::position_terms(a, table);
 #pragma omp parallel num_threads(threads)
   {
@@ -266,14 +365,18 @@ inline void attention_flash(AttentionArgs const& a, int threads) {
       std::int64_t const blocks = (length + Tile::kBlockQ - 1) / Tile::kBlockQ;
       for (std::int64_t h = 0; h < a.num_heads && length > 0; ++h) {
         HeadViews view = head_views(a, first, length, h);
-        if (p2c) {
+        if (p2c || packed.enabled) {
 #pragma omp for schedule(static)
-          for (std::int64_t kb = 0; kb < blocks; ++kb)
-            table.project(a, view, terms, h, kb * Tile::kBlockQ, std::min(Tile::kBlockQ, length - kb * Tile::kBlockQ));
-        }  // implicit barrier: every block below reads all of the table
+          for (std::int64_t kb = 0; kb < blocks; ++kb) {
+            std::int64_t const j0 = kb * Tile::kBlockQ;
+            std::int64_t const n = std::min(Tile::kBlockQ, length - j0);
+            if (p2c) table.project(a, view, terms, h, j0, n);
+            packed.pack(view, j0, n);
+          }
+        }  // implicit barrier: every block below reads all of the table and the packed head
 #pragma omp for schedule(dynamic, 1)
         for (std::int64_t qb = 0; qb < blocks; ++qb)
-          detail::attend_query_block(a, view, terms, a.sequences.positions + first, contiguous, length,
+          detail::attend_query_block(a, view, terms, packed, a.sequences.positions + first, contiguous, length,
                                      qb * Tile::kBlockQ, h, workspace);
         // implicit barrier: the table is overwritten for the next head
       }
