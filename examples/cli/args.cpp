@@ -243,7 +243,7 @@ std::string backend_help() {
          "\n"
          "  --attention IMPL     flash (default) or eager (materializes the L x L scores, as HF does)\n"
          "  --dtype TYPE         compute type: fp32 (default), bf16, fp16; the eigen and kokkos\n"
-         "                       backends compute in fp32 only\n"
+         "                       backends compute in fp32 only, cuda in all three\n"
          "  --threads N          host threads; 0 (default) uses every core\n";
 }
 
@@ -278,14 +278,17 @@ std::string bench_help() {
          "\n"
          "Times the forward pass on B random sequences of L token ids (fixed seed, ids in [0, vocab))\n"
          "after one warm-up run; prints the median, 10th and 90th percentile milliseconds, tokens/s\n"
-         "and peak memory (host peak RSS, which includes the loaded weights).\n"
+         "and peak memory (host peak RSS, which includes the loaded weights). With --backend cuda the\n"
+         "times are CUDA events on the policy's stream and the device memory a forward uses beyond the\n"
+         "weights is reported too.\n"
          "\n" +
          model_help() + backend_help() +
          "  --batch B            sequences per forward pass\n"
          "  --seq-len L          tokens per sequence\n"
          "  --repeat N           timed runs (default 10)\n"
          "  --json               print exactly one JSON object line with median_ms, p10_ms, p90_ms,\n"
-         "                       tokens_per_s, peak_bytes, backend, attention, batch, seq_len, repeat\n"
+         "                       tokens_per_s, peak_bytes, backend, attention, batch, seq_len, repeat,\n"
+         "                       timer (host_clock or cuda_events) and, for cuda, peak_device_bytes\n"
          "  -h, --help           show this help\n"
          "\n"
          "exit status: 0 on success, 2 for usage errors, 1 for any other error (one line on stderr).\n";

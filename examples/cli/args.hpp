@@ -55,7 +55,7 @@ std::string_view dtype_option_name(DType dtype);  // "fp32", "bf16", "fp16"
 // "eigen, attention flash, dtype fp32, 8 threads": the summary line both commands print.
 std::string describe_backend(CommonOptions const& options, int threads);
 
-// Whether this binary was built with the backend (the CUDA backend does not exist yet).
+// Whether this binary was built with the backend.
 bool backend_compiled_in(BackendKind backend);
 
 // `args` excludes the program and command names. nullopt: --help was given and the help printed.

@@ -21,6 +21,14 @@
 #define FLASHDEBERTA_CLI_HAS_KOKKOS 0
 #endif
 
+// CMake adds model_dispatch_cuda.cu and defines FLASHDEBERTA_CLI_WITH_CUDA when the build has CUDA.
+#if defined(FLASHDEBERTA_CLI_WITH_CUDA)
+#define FLASHDEBERTA_CLI_HAS_CUDA 1
+#include "model_dispatch_cuda.hpp"
+#else
+#define FLASHDEBERTA_CLI_HAS_CUDA 0
+#endif
+
 namespace flashdeberta::cli {
 
 bool backend_compiled_in(BackendKind backend) {
@@ -30,7 +38,7 @@ bool backend_compiled_in(BackendKind backend) {
     case BackendKind::kKokkos:
       return FLASHDEBERTA_CLI_HAS_KOKKOS != 0;
     case BackendKind::kCuda:
-      return false;  // the CUDA backend is a later issue
+      return FLASHDEBERTA_CLI_HAS_CUDA != 0;
   }
   return false;
 }
@@ -89,6 +97,9 @@ std::string_view variant_name(ModelConfig const& config) {
 struct Backend::State {
   std::shared_ptr<void> runtime;  // declared before the policy, so destroyed after it
   std::optional<AnyPolicy> policy;
+#if FLASHDEBERTA_CLI_HAS_CUDA
+  std::unique_ptr<CudaBackend> cuda;  // set instead of policy for --backend cuda
+#endif
   AttentionImpl attention = AttentionImpl::kFlash;
 };
 
@@ -98,6 +109,12 @@ Backend::Backend(CommonOptions const& options) : state_(std::make_unique<State>(
   if (!backend_compiled_in(options.backend)) {
     throw UsageError("--backend " + name + ": this build has no " + (name == "cuda" ? "CUDA" : "Kokkos") + " backend");
   }
+#if FLASHDEBERTA_CLI_HAS_CUDA
+  if (options.backend == BackendKind::kCuda) {
+    state_->cuda = start_cuda_backend(options.dtype);  // CudaPolicy computes in fp32, bf16 and fp16
+    return;
+  }
+#endif
   switch (options.backend) {
     case BackendKind::kEigen:
       state_->policy.emplace(std::in_place_type<EigenPolicy>, options.threads);
@@ -122,6 +139,9 @@ Backend::Backend(CommonOptions const& options) : state_(std::make_unique<State>(
 Backend::~Backend() = default;
 
 std::unique_ptr<LoadedModel> Backend::load(std::filesystem::path const& directory, ModelConfig const& config) const {
+#if FLASHDEBERTA_CLI_HAS_CUDA
+  if (state_->cuda) return state_->cuda->load(directory, config, state_->attention);
+#endif
   ModelOptions const options{.attention = state_->attention};
   return std::visit(
       [&]<ExecutionPolicy P>(P const& policy) {
@@ -133,6 +153,9 @@ std::unique_ptr<LoadedModel> Backend::load(std::filesystem::path const& director
 }
 
 int Backend::threads() const {
+#if FLASHDEBERTA_CLI_HAS_CUDA
+  if (state_->cuda) return 1;  // one host thread drives the device
+#endif
   return std::visit(
       [](auto const& policy) -> int {
         if constexpr (requires { policy.threads(); }) {

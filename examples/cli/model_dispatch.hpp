@@ -3,8 +3,10 @@
 // model_dispatch.cpp instantiates the model templates.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -20,6 +22,12 @@ ModelConfig read_model_config(std::filesystem::path const& directory);
 // "DeBERTa v1", "DeBERTa v2" or "DeBERTa v3": the variant that will run `config`.
 std::string_view variant_name(ModelConfig const& config);
 
+// One forward timed on the device (CUDA events) and the device memory it used beyond the weights.
+struct DeviceRun {
+  double ms = 0.0;
+  std::int64_t peak_extra_bytes = 0;
+};
+
 class LoadedModel {
  public:
   virtual ~LoadedModel() = default;
@@ -27,6 +35,12 @@ class LoadedModel {
   virtual std::vector<float> forward_to_host(Batch const& batch) const = 0;
   // The forward pass to completion (the policy is fenced), its output discarded: what bench times.
   virtual void forward(Batch const& batch) const = 0;
+  // The same, timed by the device, for backends whose work runs asynchronously on one (CUDA); nullopt
+  // for host backends, which bench times with the host clock.
+  virtual std::optional<DeviceRun> device_forward(Batch const& batch) const {
+    (void)batch;
+    return std::nullopt;
+  }
 };
 
 // A started backend: the runtime it needs (Kokkos is initialized here and finalized in the destructor)

@@ -50,6 +50,21 @@ bool kokkos_in_build() {
   return run_cli({"run", "--help"}).out.find("kokkos (not in this build)") == std::string::npos;
 }
 
+bool cuda_in_build() { return run_cli({"run", "--help"}).out.find("cuda (not in this build)") == std::string::npos; }
+
+// ||a - b|| / ||b|| over last_hidden_state of two CLI outputs.
+double relative_error(std::filesystem::path const& a, std::filesystem::path const& b) {
+  std::vector<float> const x = fd::SafetensorsFile::open(a).read_f32("last_hidden_state");
+  std::vector<float> const y = fd::SafetensorsFile::open(b).read_f32("last_hidden_state");
+  REQUIRE(x.size() == y.size());
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    diff += (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
+    norm += static_cast<double>(y[i]) * y[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
 }  // namespace
 
 TEST_CASE("cli run: last_hidden_state matches the HF fixtures at valid positions") {
@@ -108,6 +123,44 @@ TEST_CASE("cli run: the kokkos backend matches the fixture too") {
   CHECK(!std::filesystem::exists(dir / "bf16.safetensors"));
 }
 
+// On a machine without a GPU (CI) the CUDA build's CLI reports that in one line and the case ends there.
+TEST_CASE("cli run/bench: the cuda backend matches the fixture in fp32 and eigen in bf16 and fp16") {
+  if (!cuda_in_build()) return;
+  ScratchDir const dir;
+  std::string const model = fixture("v3_base_like").string();
+  dir.write("input.json", fd::testing::input_json_from_fixture(fixture("v3_base_like")));
+  auto const run = [&](std::string const& backend, std::string const& dtype) {
+    return run_cli({"run", "--model", model, "--input", (dir / "input.json").string(), "--output",
+                    (dir / (backend + "_" + dtype + ".safetensors")).string(), "--backend", backend, "--dtype", dtype});
+  };
+  auto const fp32 = run("cuda", "fp32");
+  if (fp32.status == 1 && fp32.err.find("no CUDA device") != std::string::npos) {
+    MESSAGE("no CUDA device: the cuda CLI case is skipped (" << fp32.err << ")");
+    return;
+  }
+  REQUIRE_MESSAGE(fp32.status == 0, fp32.err);
+  CHECK(max_error_against_fixture(dir / "cuda_fp32.safetensors", fixture("v3_base_like")) <= kTolerance);
+
+  // The issue's bound for bf16 (1.5e-2, HF's own bf16 error is 1.24e-2) holds for fp16 a fortiori.
+  auto const eigen = run("eigen", "fp32");
+  REQUIRE_MESSAGE(eigen.status == 0, eigen.err);
+  for (std::string const dtype : {"bf16", "fp16"}) {
+    CAPTURE(dtype);
+    auto const low = run("cuda", dtype);
+    REQUIRE_MESSAGE(low.status == 0, low.err);
+    CHECK(relative_error(dir / ("cuda_" + dtype + ".safetensors"), dir / "eigen_fp32.safetensors") <= 1.5e-2);
+  }
+
+  auto const bench = run_cli({"bench", "--model", model, "--backend", "cuda", "--dtype", "bf16", "--batch", "2",
+                              "--seq-len", "64", "--repeat", "3", "--json"});
+  REQUIRE_MESSAGE(bench.status == 0, bench.err);
+  fd::io::Json const doc = fd::io::Json::parse(bench.out);
+  CHECK(doc["timer"] == "cuda_events");
+  CHECK(doc["backend"] == "cuda");
+  CHECK(doc["median_ms"].get<double>() > 0.0);
+  CHECK(doc["peak_device_bytes"].get<std::int64_t>() > 0);
+}
+
 TEST_CASE("cli run: bad input fails with one line, the right status and no output file") {
   std::string const model = fixture("v3_c2p").string();     // vocab 97, no token types, no absolute positions
   std::string const v1_model = fixture("v1_c2p").string();  // max_position_embeddings 64
@@ -152,8 +205,10 @@ TEST_CASE("cli run: bad input fails with one line, the right status and no outpu
       {"option twice", R"({"input_ids": [[1]]})", {"--attention", "flash", "--attention", "eager"}, 2, "given twice"},
       {"stray argument", R"({"input_ids": [[1]]})", {"extra"}, 2, "unexpected argument 'extra'"},
   };
+  bool const with_cuda = cuda_in_build();
   for (Case const& c : cases) {
     std::string const what = c.what;
+    if (what == "cuda backend" && with_cuda) continue;  // the cuda case above covers a build that has it
     CAPTURE(what);
     ScratchDir const dir;
     if (c.input != nullptr) dir.write("input.json", c.input);
