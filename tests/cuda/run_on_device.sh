@@ -2,7 +2,9 @@
 # The CUDA checks in one device call: op tests, golden suite (fp32, bf16, fp16), forward timings, HF's
 # own bf16/fp16 error on the fixtures, then compute-sanitizer memcheck over both test binaries.
 # Binaries come prebuilt in a bundle made on the build machine (../shared/tools/device-bundle):
-#   tests/cuda/run_on_device.sh BUNDLE [STEP...]      STEP: ops golden time hf memcheck (default: all)
+#   tests/cuda/run_on_device.sh BUNDLE [STEP...]
+#   STEP: ops golden time hf memcheck (the default set), cli (test_cli with the bundled flashdeberta),
+#         bench (bench_gpu, then bench/compare_gpu.py: torch SDPA and HF eager in the same call)
 # Logs go to $OUT (the device tool's output folder) or /tmp/cuda_logs; a summary is printed.
 set -uo pipefail
 bundle=$(cd "${1:?bundle directory}" && pwd)
@@ -40,6 +42,19 @@ for s in $steps; do
       ;;
     time) step time 300 "$bundle/bin/time_forward_cuda" /tmp && cat "$out/time.log" ;;
     hf) step hf 180 python3 tests/cuda/hf_low_precision_error.py tests/fixtures && cat "$out/hf.log" ;;
+    cli)
+      # test_cli runs the flashdeberta binary at the path it was built with, under /work/main (linked above).
+      cli=$(strings "$bundle/bin/test_cli" | grep -m1 '/examples/flashdeberta$')
+      mkdir -p "$(dirname "$cli")" && cp -f "$bundle/bin/flashdeberta" "$cli"
+      step cli 300 "$bundle/bin/test_cli"
+      ;;
+    bench)
+      step bench_gpu 420 env FLASHDEBERTA_BENCH_DIR=/tmp "$bundle/bin/bench_gpu" --benchmark_out="$out/bench_gpu.json" \
+        --benchmark_out_format=json
+      step compare 300 python3 bench/compare_gpu.py --ours "$out/bench_gpu.json" \
+        --out "$out/gpu-$(date +%F).md" --commit "${FLASHDEBERTA_COMMIT:-unknown}"
+      cat "$out/gpu-$(date +%F).md"
+      ;;
     memcheck)
       step memcheck_ops 300 "$sanitizer" --tool memcheck --error-exitcode 9 "$bundle/bin/test_ops_cuda"
       step memcheck_golden 300 "$sanitizer" --tool memcheck --error-exitcode 9 "$bundle/bin/test_golden_cuda"

@@ -1,0 +1,184 @@
+// GPU benchmarks through CudaPolicy (bf16, deberta-v3-base shape: 12 heads of 64, 256 position buckets,
+// c2p + p2c): disentangled attention alone, and the whole 12-layer forward on random weights.
+//   attention/B/L   one attention call on random q, k, v and position tables
+//   model/B/L       DebertaV3<CudaPolicy>::forward on random token ids (ends fenced, uploads included)
+// Each iteration is timed with CUDA events on the policy's stream (UseManualTime). Counters:
+//   TFLOP/s  attention: 4 B L^2 D H (Q.K^T and P.V, the convention of docs/performance.md; the position
+//            terms are not counted); model: that x layers + 2 T x (the linear layers' weights)
+//   tokens/s B L per second
+//   peak_MiB device memory in use at the peak of the timed iterations beyond what was in use before
+//            them (the inputs and, for the model, the weights)
+// bench/compare_gpu.py runs torch SDPA and HF eager on the same shapes and tabulates the ratios.
+#include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "flashdeberta/cuda/cuda_policy.hpp"
+#include "flashdeberta/math/relative_position.hpp"
+#include "flashdeberta/model/deberta_model.hpp"
+#include "random_weights.hpp"
+
+namespace fd = flashdeberta;
+
+namespace {
+
+constexpr std::int64_t kHeads = 12, kHeadSize = 64, kHidden = kHeads * kHeadSize;
+
+bool have_gpu() {
+  int devices = 0;
+  return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+}
+
+fd::CudaPolicy const& policy() {
+  static fd::CudaPolicy const p(fd::CudaOptions{.dtype = fd::DType::kBF16});
+  return p;
+}
+
+// CUDA events around fn() on the policy's stream; the caller's fn must not synchronize in between.
+class EventTimer {
+ public:
+  EventTimer() {
+    FLASHDEBERTA_CUDA_CHECK(cudaEventCreate(&start_));
+    FLASHDEBERTA_CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  ~EventTimer() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  template <class Fn>
+  double seconds(cudaStream_t stream, Fn&& fn) {
+    FLASHDEBERTA_CUDA_CHECK(cudaEventRecord(start_, stream));
+    fn();
+    FLASHDEBERTA_CUDA_CHECK(cudaEventRecord(stop_, stream));
+    FLASHDEBERTA_CUDA_CHECK(cudaEventSynchronize(stop_));
+    float ms = 0.0f;
+    FLASHDEBERTA_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    return ms * 1e-3;
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+std::vector<float> random_values(std::size_t n, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+void set_counters(benchmark::State& state, double flop_per_iteration, double tokens, std::size_t before) {
+  double const iterations = static_cast<double>(state.iterations());
+  state.counters["TFLOP/s"] = benchmark::Counter(flop_per_iteration * iterations * 1e-12, benchmark::Counter::kIsRate);
+  state.counters["tokens/s"] = benchmark::Counter(tokens * iterations, benchmark::Counter::kIsRate);
+  std::size_t const peak = policy().memory_stats().peak_in_use_bytes;
+  state.counters["peak_MiB"] = static_cast<double>(peak > before ? peak - before : 0) / (1 << 20);
+}
+
+void attention(benchmark::State& state) {
+  if (!have_gpu()) return state.SkipWithError("no CUDA device");
+  fd::CudaPolicy const& p = policy();
+  std::int64_t const batch = state.range(0), length = state.range(1), tokens = batch * length;
+  fd::ModelConfig config;
+  config.model_type = fd::ModelType::kDebertaV2;
+  config.position_buckets = 256;
+  config.max_relative_positions = 512;
+  fd::RelativeSlotTable const slots = fd::make_relative_slot_table(config);
+  std::vector<std::int32_t> cu(static_cast<std::size_t>(batch + 1)), positions(static_cast<std::size_t>(tokens));
+  for (std::int64_t b = 0; b <= batch; ++b) cu[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(b * length);
+  for (std::int64_t t = 0; t < tokens; ++t)
+    positions[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(t % length);
+  auto const up = [&](std::vector<float> const& v) { return p.upload(std::span<float const>(v), fd::DType::kBF16); };
+  auto const qkv = up(random_values(static_cast<std::size_t>(3 * tokens * kHidden), 1));
+  auto const pos_key = up(random_values(static_cast<std::size_t>(2 * slots.span * kHidden), 2));
+  auto const pos_query = up(random_values(static_cast<std::size_t>(2 * slots.span * kHidden), 3));
+  auto const slot_buf = p.upload_indices(std::span<std::int32_t const>(slots.slots));
+  auto const cu_buf = p.upload_indices(std::span<std::int32_t const>(cu));
+  auto const pos_buf = p.upload_indices(std::span<std::int32_t const>(positions));
+  auto const out = p.allocate(tokens * kHidden, fd::DType::kBF16);
+  fd::MatrixRef const fused{qkv.data(), fd::DType::kBF16, tokens, 3 * kHidden, 3 * kHidden};
+  fd::AttentionArgs args;
+  args.q = fused.columns(0, kHidden);
+  args.k = fused.columns(kHidden, kHidden);
+  args.v = fused.columns(2 * kHidden, kHidden);
+  args.num_heads = kHeads;
+  args.head_size = kHeadSize;
+  args.head_stride = kHeadSize;
+  args.pos_key = {pos_key.data(), fd::DType::kBF16, 2 * slots.span, kHidden, kHidden};
+  args.pos_query = {pos_query.data(), fd::DType::kBF16, 2 * slots.span, kHidden, kHidden};
+  args.relative_index = static_cast<std::int32_t const*>(slot_buf.data());
+  args.saturation = slots.saturation;
+  args.scale = std::sqrt(3.0f * kHeadSize);
+  args.out = {out.data(), fd::DType::kBF16, tokens, kHidden, kHidden};
+  args.sequences = {static_cast<std::int32_t const*>(cu_buf.data()),
+                    static_cast<std::int32_t const*>(pos_buf.data()),
+                    batch,
+                    tokens,
+                    length,
+                    length,
+                    true};
+  p.disentangled_attention(args);  // warm-up: module load, shared-memory attribute
+  p.fence();
+  std::size_t const before = p.memory_stats().in_use_bytes;
+  p.reset_peak_memory();
+  EventTimer timer;
+  for (auto _ : state) state.SetIterationTime(timer.seconds(p.stream(), [&] { p.disentangled_attention(args); }));
+  double const flop = 4.0 * static_cast<double>(batch) * static_cast<double>(length) * length * kHeadSize * kHeads;
+  set_counters(state, flop, static_cast<double>(tokens), before);
+}
+
+fd::DebertaV3<fd::CudaPolicy> const& model() {
+  static fd::DebertaV3<fd::CudaPolicy> const m = [] {
+    char const* root = std::getenv("FLASHDEBERTA_BENCH_DIR");
+    std::filesystem::path const dir =
+        std::filesystem::path(root != nullptr ? root : std::filesystem::temp_directory_path().string()) /
+        "flashdeberta_v3_base_random";
+    fd::bench_gpu::write_random_checkpoint(dir, fd::bench_gpu::ModelShape{});
+    return fd::DebertaV3<fd::CudaPolicy>::load(policy(), dir);
+  }();
+  return m;
+}
+
+void whole_model(benchmark::State& state) {
+  if (!have_gpu()) return state.SkipWithError("no CUDA device");
+  auto const& m = model();
+  std::int64_t const batch = state.range(0), length = state.range(1);
+  std::mt19937 gen(7);
+  fd::Batch input;
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(length));
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (auto& id : ids) id = static_cast<std::int32_t>(gen() % static_cast<std::uint32_t>(m.config().vocab_size));
+    input.add_sequence(ids);
+  }
+  (void)m.forward(input);  // warm-up: plans, caches
+  std::size_t const before = policy().memory_stats().in_use_bytes;
+  policy().reset_peak_memory();
+  EventTimer timer;
+  for (auto _ : state) state.SetIterationTime(timer.seconds(policy().stream(), [&] { (void)m.forward(input); }));
+  fd::ModelConfig const& c = m.config();
+  double const tokens = static_cast<double>(batch * length);
+  double const linear =
+      2.0 * tokens * c.num_layers * (4.0 * c.hidden_size * c.hidden_size + 2.0 * c.hidden_size * c.intermediate_size);
+  double const attn =
+      4.0 * static_cast<double>(batch) * static_cast<double>(length) * length * c.hidden_size * c.num_layers;
+  set_counters(state, linear + attn, tokens, before);
+}
+
+// B = 1 from 128 to 32768 tokens, then the issue's batched shapes.
+void shapes(benchmark::internal::Benchmark* b) {
+  for (std::int64_t length = 128; length <= 32768; length *= 2) b->Args({1, length});
+  b->Args({8, 1024})->Args({32, 512});
+  b->ArgNames({"B", "L"})->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
+}
+
+}  // namespace
+
+BENCHMARK(attention)->Apply(shapes);
+BENCHMARK(whole_model)->Apply(shapes);
