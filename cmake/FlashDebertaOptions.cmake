@@ -20,3 +20,8 @@ else()
   set(_flashdeberta_cuda_default OFF)
 endif()
 option(FLASHDEBERTA_WITH_CUDA "Build the CUDA backend (flashdeberta::cuda)" ${_flashdeberta_cuda_default})
+# The library is header-only, so its host speed is set by the flags of the program that includes it:
+# without -march=native, Eigen on x86-64 uses SSE2 only and the AVX-512 attention kernels are compiled
+# out (docs/benchmarks.md). ON builds the CLI, the examples and the host tests for this machine; the
+# programs then need a CPU with the same instruction sets.
+option(FLASHDEBERTA_NATIVE "Build the CLI, examples and host tests with -march=native" OFF)

@@ -4,7 +4,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/install_deps.sh"
 build=${FLASHDEBERTA_BUILD_DIR:-$root/build}
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DFLASHDEBERTA_BUILD_TESTS=OFF -DFLASHDEBERTA_BUILD_BENCH=OFF >/dev/null
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DFLASHDEBERTA_NATIVE=ON -DFLASHDEBERTA_BUILD_TESTS=OFF -DFLASHDEBERTA_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target flashdeberta_cli
 out=$(mktemp -d)/last_hidden_state.safetensors
 "$build/examples/flashdeberta" run --model "$root/tests/fixtures/v3_base_like" \
