@@ -87,7 +87,7 @@ class MappedFile {
     auto const page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
     auto const first = reinterpret_cast<std::uintptr_t>(range.data());
     auto const last = first + range.size();
-    auto const base = reinterpret_cast<std::uintptr_t>(data_);
+    [[maybe_unused]] auto const base = reinterpret_cast<std::uintptr_t>(data_);  // checked in debug builds
     FLASHDEBERTA_ASSERT(first >= base && last <= base + size_);
     std::uintptr_t const begin = (first + page - 1) / page * page;
     std::uintptr_t const end = last / page * page;
