@@ -36,6 +36,11 @@ if(FLASHDEBERTA_WITH_CUDA)
   find_package(CUDAToolkit REQUIRED)
 endif()
 
+if(FLASHDEBERTA_WITH_SENTENCEPIECE)
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(FLASHDEBERTA_SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+endif()
+
 if(FLASHDEBERTA_BUILD_TESTS)
   find_package(doctest REQUIRED CONFIG)
 endif()

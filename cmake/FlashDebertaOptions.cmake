@@ -25,3 +25,16 @@ option(FLASHDEBERTA_WITH_CUDA "Build the CUDA backend (flashdeberta::cuda)" ${_f
 # out (docs/benchmarks.md). ON builds the CLI, the examples and the host tests for this machine; the
 # programs then need a CPU with the same instruction sets.
 option(FLASHDEBERTA_NATIVE "Build the CLI, examples and host tests with -march=native" OFF)
+
+# SentencePiece tokenizers (flashdeberta::tokenizers, DeBERTa v2/v3): on by default when pkg-config finds
+# libsentencepiece. The v1 BPE tokenizer needs no library and is part of flashdeberta::core.
+find_package(PkgConfig QUIET)
+set(_flashdeberta_sentencepiece_default OFF)
+if(PKG_CONFIG_FOUND)
+  pkg_check_modules(_flashdeberta_sentencepiece_probe QUIET sentencepiece)
+  if(_flashdeberta_sentencepiece_probe_FOUND)
+    set(_flashdeberta_sentencepiece_default ON)
+  endif()
+endif()
+option(FLASHDEBERTA_WITH_SENTENCEPIECE "Build the SentencePiece tokenizers (flashdeberta::tokenizers)"
+       ${_flashdeberta_sentencepiece_default})

@@ -1,0 +1,220 @@
+// Tokenizer: a vocabulary model (SentencePiece or GPT-2 byte-level BPE) behind one value type, plus the
+// steps every DeBERTa tokenizer shares: added/special tokens matched in the raw text, truncation, the
+// [CLS] A [SEP] B [SEP] template, padding, batches and decoding.
+//
+// Thread safety: a Tokenizer is immutable after construction; copies share the model and any number of
+// threads may encode with one at the same time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "flashdeberta/core/error.hpp"
+#include "flashdeberta/tokenizer/encoding.hpp"
+#include "flashdeberta/tokenizer/tokenizer_config.hpp"
+#include "flashdeberta/tokenizer/unicode.hpp"
+
+namespace flashdeberta::tokenizer {
+
+// The vocabulary-specific half of a tokenizer.
+class TokenizerModel {
+ public:
+  virtual ~TokenizerModel() = default;
+  // Tokens of text.chars[begin, end), a stretch without added tokens; offsets in code points of `text`.
+  virtual TokenList encode(DecodedText const& text, std::size_t begin, std::size_t end) const = 0;
+  virtual std::optional<std::int64_t> token_to_id(std::string_view token) const = 0;
+  virtual std::optional<std::string> id_to_token(std::int64_t id) const = 0;
+  virtual std::size_t vocab_size() const = 0;
+  // Text of a token sequence, as HF's decoder joins it; added[i] marks tokens that are added tokens.
+  virtual std::string decode(std::vector<std::string> const& tokens, std::vector<bool> const& added) const = 0;
+  virtual char const* kind() const = 0;
+};
+
+// A stretch of the input: text for the model (added < 0) or one added token (index into the table).
+struct TextSegment {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  std::int64_t added = -1;
+};
+
+namespace detail {
+
+inline bool is_word_char(char32_t c) { return is_letter(c) || is_number(c) || c == U'_'; }
+
+// HF's added-vocabulary split: leftmost-longest matches of the added tokens in the raw text, each widened
+// over the whitespace before it (lstrip, not past the previous match) and after it (rstrip).
+inline std::vector<TextSegment> split_added_tokens(DecodedText const& text, std::vector<AddedToken> const& added,
+                                                   std::vector<std::u32string> const& contents) {
+  std::vector<TextSegment> out;
+  std::size_t const n = text.size();
+  std::size_t plain_begin = 0;
+  std::size_t i = 0;
+  while (i < n) {
+    std::int64_t best = -1;
+    std::size_t best_len = 0;
+    for (std::size_t k = 0; k < contents.size(); ++k) {
+      auto const& c = contents[k];
+      if (c.empty() || c.size() <= best_len || i + c.size() > n) continue;
+      if (std::u32string_view(text.chars).substr(i, c.size()) != c) continue;
+      if (added[k].single_word && ((i > 0 && is_word_char(text.chars[i - 1])) ||
+                                   (i + c.size() < n && is_word_char(text.chars[i + c.size()])))) {
+        continue;
+      }
+      best = static_cast<std::int64_t>(k);
+      best_len = c.size();
+    }
+    if (best < 0) {
+      ++i;
+      continue;
+    }
+    std::size_t start = i;
+    std::size_t stop = i + best_len;
+    if (added[best].lstrip) {
+      while (start > plain_begin && is_whitespace(text.chars[start - 1])) --start;
+    }
+    if (added[best].rstrip) {
+      while (stop < n && is_whitespace(text.chars[stop])) ++stop;
+    }
+    if (start > plain_begin) out.push_back({plain_begin, start, -1});
+    out.push_back({start, stop, best});
+    plain_begin = i = stop;
+  }
+  if (plain_begin < n) out.push_back({plain_begin, n, -1});
+  return out;
+}
+
+}  // namespace detail
+
+class Tokenizer {
+ public:
+  Tokenizer(std::shared_ptr<TokenizerModel const> model, std::vector<AddedToken> added, SpecialIds specials,
+            std::int64_t mask_id)
+      : model_(std::move(model)), added_(std::move(added)), specials_(std::move(specials)), mask_id_(mask_id) {
+    for (std::size_t k = 0; k < added_.size(); ++k) {
+      contents_.push_back(decode_utf8(added_[k].content, "added token").chars);
+      by_id_[added_[k].id] = k;
+      by_content_[added_[k].content] = k;
+    }
+  }
+
+  // One text: [CLS] tokens [SEP] (with add_special_tokens), truncated and padded as `options` say.
+  Encoding encode(std::string_view text, EncodeOptions const& options = {}) const {
+    TokenList a = tokenize(text);
+    return finish(a, nullptr, options);
+  }
+
+  // A pair: [CLS] text [SEP] pair [SEP], token types 0 then 1.
+  Encoding encode(std::string_view text, std::string_view pair, EncodeOptions const& options = {}) const {
+    TokenList a = tokenize(text);
+    TokenList b = tokenize(pair);
+    return finish(a, &b, options);
+  }
+
+  std::vector<Encoding> encode_batch(std::span<std::string const> texts, EncodeOptions const& options = {}) const {
+    std::vector<Encoding> rows;
+    EncodeOptions row_options = options;
+    row_options.padding = Padding::kNone;
+    for (auto const& t : texts) rows.push_back(encode(t, row_options));
+    pad_batch(rows, options, specials_);
+    return rows;
+  }
+
+  std::vector<Encoding> encode_batch(std::span<std::string const> texts, std::span<std::string const> pairs,
+                                     EncodeOptions const& options = {}) const {
+    FLASHDEBERTA_REQUIRE(texts.size() == pairs.size(),
+                         "encode_batch: " << texts.size() << " texts but " << pairs.size() << " pair texts");
+    std::vector<Encoding> rows;
+    EncodeOptions row_options = options;
+    row_options.padding = Padding::kNone;
+    for (std::size_t i = 0; i < texts.size(); ++i) rows.push_back(encode(texts[i], pairs[i], row_options));
+    pad_batch(rows, options, specials_);
+    return rows;
+  }
+
+  // The tokens of one text, added tokens included, without the template; offsets in code points.
+  TokenList tokenize(std::string_view text) const {
+    DecodedText const decoded = decode_utf8(text);
+    TokenList out;
+    for (auto const& seg : detail::split_added_tokens(decoded, added_, contents_)) {
+      if (seg.added >= 0) {
+        auto const& tok = added_[static_cast<std::size_t>(seg.added)];
+        out.push_back(tok.id, tok.content, {static_cast<std::int64_t>(seg.begin), static_cast<std::int64_t>(seg.end)});
+      } else {
+        out.append(model_->encode(decoded, seg.begin, seg.end));
+      }
+    }
+    return out;
+  }
+
+  // Text of `ids` as HF's decode() gives it; ids outside the vocabulary are an error.
+  std::string decode(std::span<std::int64_t const> ids, bool skip_special_tokens = false) const {
+    std::vector<std::string> tokens;
+    std::vector<bool> added;
+    for (std::int64_t id : ids) {
+      if (auto it = by_id_.find(id); it != by_id_.end()) {
+        if (skip_special_tokens && added_[it->second].special) continue;
+        tokens.push_back(added_[it->second].content);
+        added.push_back(true);
+        continue;
+      }
+      auto token = model_->id_to_token(id);
+      FLASHDEBERTA_REQUIRE(token.has_value(),
+                           "decode: token id " << id << " is outside the vocabulary of " << vocab_size() << " tokens");
+      tokens.push_back(std::move(*token));
+      added.push_back(false);
+    }
+    return model_->decode(tokens, added);
+  }
+
+  std::optional<std::int64_t> token_to_id(std::string_view token) const {
+    if (auto it = by_content_.find(std::string(token)); it != by_content_.end()) return added_[it->second].id;
+    return model_->token_to_id(token);
+  }
+  std::optional<std::string> id_to_token(std::int64_t id) const {
+    if (auto it = by_id_.find(id); it != by_id_.end()) return added_[it->second].content;
+    return model_->id_to_token(id);
+  }
+
+  // HF's len(tokenizer): the model's vocabulary plus the added tokens that are not part of it.
+  std::size_t vocab_size() const {
+    std::size_t n = model_->vocab_size();
+    for (auto const& t : added_) {
+      if (!model_->id_to_token(t.id)) ++n;
+    }
+    return n;
+  }
+  std::int64_t mask_token_id() const { return mask_id_; }
+  SpecialIds const& special_ids() const { return specials_; }
+  std::vector<AddedToken> const& added_tokens() const { return added_; }
+  char const* kind() const { return model_->kind(); }
+
+ private:
+  Encoding finish(TokenList& a, TokenList* b, EncodeOptions const& options) const {
+    truncate_tokens(a, b, options);
+    Encoding e = build_encoding(a, b, specials_, options.add_special_tokens);
+    if (options.padding == Padding::kMaxLength) {
+      std::vector<Encoding> one{std::move(e)};
+      pad_batch(one, options, specials_);
+      return std::move(one.front());
+    }
+    return e;
+  }
+
+  std::shared_ptr<TokenizerModel const> model_;
+  std::vector<AddedToken> added_;
+  std::vector<std::u32string> contents_;
+  SpecialIds specials_;
+  std::int64_t mask_id_ = -1;
+  std::unordered_map<std::int64_t, std::size_t> by_id_;
+  std::unordered_map<std::string, std::size_t> by_content_;
+};
+
+}  // namespace flashdeberta::tokenizer

@@ -1,0 +1,166 @@
+// The tokenizer side of a checkpoint directory: tokenizer_config.json, special_tokens_map.json and
+// added_tokens.json, read the way transformers reads them.
+//
+// Every file is optional (microsoft/deberta-v3-base ships {"do_lower_case": false, "vocab_type": "spm"}
+// and an added_tokens.json; newer saves put everything in tokenizer_config.json); what is present is
+// validated like config.json: wrong JSON types and duplicate keys are errors naming the file and key.
+// Special tokens may be written as strings or as HF's AddedToken objects ({"content": ..., "lstrip": ...}).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "flashdeberta/core/error.hpp"
+#include "flashdeberta/io/json.hpp"
+
+namespace flashdeberta::tokenizer {
+
+// A token matched in the raw text before the model sees it (HF's AddedToken).
+struct AddedToken {
+  std::string content;
+  std::int64_t id = -1;
+  bool lstrip = false;  // also takes the whitespace before it
+  bool rstrip = false;  // also takes the whitespace after it
+  bool single_word = false;
+  bool special = true;
+};
+
+// The DeBERTa special tokens by role; every one is optional in the files and defaults to DeBERTa's.
+struct SpecialTokenNames {
+  AddedToken cls{"[CLS]"};
+  AddedToken sep{"[SEP]"};
+  AddedToken pad{"[PAD]"};
+  AddedToken unk{"[UNK]"};
+  AddedToken mask{"[MASK]"};
+};
+
+struct TokenizerConfig {
+  std::optional<bool> do_lower_case;
+  bool split_by_punct = false;
+  std::optional<bool> add_prefix_space;
+  std::string vocab_type;       // "spm", "gpt2" or empty
+  std::string tokenizer_class;  // "DebertaV2Tokenizer", "DebertaTokenizerFast", ... or empty
+  std::optional<std::int64_t> model_max_length;
+  SpecialTokenNames specials;
+  std::map<std::int64_t, AddedToken> added_tokens_decoder;  // tokenizer_config.json "added_tokens_decoder"
+  std::map<std::string, std::int64_t> added_tokens_json;    // added_tokens.json
+  std::vector<std::string> files_read;
+};
+
+namespace detail {
+
+inline std::string read_text_file(std::filesystem::path const& file, char const* what) {
+  std::ifstream in(file, std::ios::binary);
+  FLASHDEBERTA_REQUIRE(in.good(), file.string() << ": cannot open the " << what);
+  std::ostringstream text;
+  text << in.rdbuf();
+  FLASHDEBERTA_REQUIRE(!in.bad(), file.string() << ": error while reading the " << what);
+  return text.str();
+}
+
+// A special token given as "[MASK]" or {"content": "[MASK]", "lstrip": true, ...}; flags not given keep
+// the values already in `token`.
+inline void read_added_token(io::Json const& value, std::string const& source, std::string const& what,
+                             AddedToken& token) {
+  if (value.is_string()) {
+    token.content = value.get<std::string>();
+    return;
+  }
+  if (!value.is_object()) io::fail_json_type(source, what, "a string or an AddedToken object", value);
+  io::JsonFields const f(value, source);
+  FLASHDEBERTA_REQUIRE(f.has("content"), source << ": " << what << " has no 'content'");
+  token.content = io::json_as_string(*f.find("content"), source, what + ".content");
+  token.lstrip = f.get_bool("lstrip", token.lstrip);
+  token.rstrip = f.get_bool("rstrip", token.rstrip);
+  token.single_word = f.get_bool("single_word", token.single_word);
+  token.special = f.get_bool("special", token.special);
+}
+
+inline void read_special_tokens(io::JsonFields const& f, SpecialTokenNames& s) {
+  struct Role {
+    char const* key;
+    AddedToken* token;
+  };
+  for (Role role : {Role{"cls_token", &s.cls}, Role{"sep_token", &s.sep}, Role{"pad_token", &s.pad},
+                    Role{"unk_token", &s.unk}, Role{"mask_token", &s.mask}}) {
+    if (io::Json const* v = f.find(role.key); v != nullptr && !v->is_null()) {
+      read_added_token(*v, f.source(), io::JsonFields::describe_key(role.key), *role.token);
+    }
+  }
+}
+
+inline io::Json read_json_file(std::filesystem::path const& file, char const* what) {
+  return io::parse_json(read_text_file(file, what), file.string(), what);
+}
+
+inline std::int64_t parse_token_id(std::string const& text, std::string const& source) {
+  std::size_t used = 0;
+  long long id = -1;
+  try {
+    id = std::stoll(text, &used);
+  } catch (std::exception const&) {
+    used = 0;
+  }
+  FLASHDEBERTA_REQUIRE(used == text.size() && !text.empty() && id >= 0,
+                       source << ": added_tokens_decoder key '" << text << "' is not a token id");
+  return id;
+}
+
+}  // namespace detail
+
+// Reads whichever of the three files `dir` holds; a missing file leaves the defaults.
+inline TokenizerConfig load_tokenizer_config(std::filesystem::path const& dir) {
+  TokenizerConfig c;
+  std::error_code ec;
+  auto const config_file = dir / "tokenizer_config.json";
+  if (std::filesystem::is_regular_file(config_file, ec)) {
+    io::Json const doc = detail::read_json_file(config_file, "tokenizer config");
+    io::JsonFields const f(doc, config_file.string());
+    if (f.has("do_lower_case")) c.do_lower_case = f.get_bool("do_lower_case", false);
+    c.split_by_punct = f.get_bool("split_by_punct", false);
+    if (f.has("add_prefix_space")) c.add_prefix_space = f.get_bool("add_prefix_space", false);
+    c.vocab_type = f.get_string("vocab_type", "");
+    c.tokenizer_class = f.get_string("tokenizer_class", "");
+    if (io::Json const* v = f.find("model_max_length"); v != nullptr && v->is_number_integer()) {
+      c.model_max_length = v->get<std::int64_t>();  // HF writes 1e30 (a float) for "no limit": ignored
+    }
+    detail::read_special_tokens(f, c.specials);
+    if (io::Json const* decoder = f.find("added_tokens_decoder"); decoder != nullptr) {
+      io::JsonFields const d(*decoder, config_file.string() + ": added_tokens_decoder");
+      for (auto const& [key, value] : decoder->items()) {
+        std::int64_t const id = detail::parse_token_id(key, config_file.string());
+        AddedToken token;
+        detail::read_added_token(value, config_file.string(), "added_tokens_decoder[" + key + "]", token);
+        token.id = id;
+        c.added_tokens_decoder[id] = token;
+      }
+    }
+    c.files_read.push_back("tokenizer_config.json");
+  }
+  auto const map_file = dir / "special_tokens_map.json";
+  if (std::filesystem::is_regular_file(map_file, ec)) {
+    io::Json const doc = detail::read_json_file(map_file, "special tokens map");
+    detail::read_special_tokens(io::JsonFields(doc, map_file.string()), c.specials);
+    c.files_read.push_back("special_tokens_map.json");
+  }
+  auto const added_file = dir / "added_tokens.json";
+  if (std::filesystem::is_regular_file(added_file, ec)) {
+    io::Json const doc = detail::read_json_file(added_file, "added tokens");
+    io::JsonFields const f(doc, added_file.string());
+    for (auto const& [content, value] : doc.items()) {
+      std::int64_t const id = io::json_as_int64(value, added_file.string(), io::JsonFields::describe_key(content));
+      FLASHDEBERTA_REQUIRE(id >= 0, added_file.string() << ": key '" << content << "' has a negative id " << id);
+      c.added_tokens_json[content] = id;
+    }
+    c.files_read.push_back("added_tokens.json");
+  }
+  return c;
+}
+
+}  // namespace flashdeberta::tokenizer
