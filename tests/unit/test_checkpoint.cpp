@@ -130,11 +130,10 @@ TEST_CASE("directories without a usable checkpoint") {
   write_file(dir / "spm.model", "x");
   CHECK(error_message([&] { Checkpoint::open(dir.path()); }) ==
         "checkpoint " + dir.path().string() +
-            ": neither model.safetensors nor model.safetensors.index.json found (the directory holds: config.json, "
-            "spm.model)");
+            ": none of model.safetensors, model.safetensors.index.json, pytorch_model.bin, "
+            "pytorch_model.bin.index.json found (the directory holds: config.json, spm.model)");
   write_file(dir / "pytorch_model.bin", "PK");
-  CHECK(error_message([&] {
-          Checkpoint::open(dir.path());
-        }).find(": pytorch_model.bin is not supported yet; convert to safetensors") != std::string::npos);
+  CHECK(error_message([&] { Checkpoint::open(dir.path()); }).find("pytorch_model.bin: not a torch.save file") !=
+        std::string::npos);
   CHECK(error_message([&] { Checkpoint::open(dir / "nowhere"); }).find("not a directory") != std::string::npos);
 }

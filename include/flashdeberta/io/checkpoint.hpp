@@ -1,6 +1,7 @@
-// A checkpoint directory as HF writes it: model.safetensors, or model.safetensors.index.json plus
-// its shards. Gives name -> TensorInfo lookup over all files and float32 reads with a shape check
-// against what the config requires (spec section 7).
+// A checkpoint directory as HF writes it: model.safetensors, model.safetensors.index.json plus its
+// shards, pytorch_model.bin, or pytorch_model.bin.index.json plus its shards (picked in that order).
+// Gives name -> TensorInfo lookup over all files and float32 reads with a shape check against what
+// the config requires (spec section 7).
 #pragma once
 
 #include <algorithm>
@@ -21,15 +22,26 @@
 #include "flashdeberta/io/json.hpp"
 #include "flashdeberta/io/mapped_file.hpp"
 #include "flashdeberta/io/safetensors.hpp"
+#include "flashdeberta/io/torch_checkpoint.hpp"
 
 namespace flashdeberta {
 
 namespace detail {
 
 // One file of a checkpoint. Every format exposes its tensors as TensorInfo views over memory it keeps
-// alive, so lookup, shape checks and dtype conversion above this are format-independent. The torch
-// pickle reader (torch_checkpoint.hpp) slots in as a second alternative with the same two accessors.
-using CheckpointFile = std::variant<SafetensorsFile>;
+// alive, so lookup, shape checks and dtype conversion above this are format-independent.
+using CheckpointFile = std::variant<SafetensorsFile, TorchFile>;
+
+// torch.save files by the names HF and torch users give them.
+inline bool is_torch_file_name(std::filesystem::path const& path) {
+  std::string const ext = path.extension().string();
+  return ext == ".bin" || ext == ".pt" || ext == ".pth";
+}
+
+inline CheckpointFile open_checkpoint_file(std::filesystem::path const& path) {
+  if (is_torch_file_name(path)) return TorchFile::open(path);
+  return SafetensorsFile::open(path);
+}
 
 inline std::map<std::string, TensorInfo, std::less<>> const& checkpoint_file_tensors(CheckpointFile const& file) {
   return std::visit(
@@ -61,35 +73,35 @@ inline std::string describe_directory(std::filesystem::path const& dir, std::siz
 
 class Checkpoint {
  public:
-  // `path`: a checkpoint directory, or a single .safetensors file.
+  // `path`: a checkpoint directory, or a single .safetensors or torch.save (.bin, .pt, .pth) file.
   static Checkpoint open(std::filesystem::path const& path) {
     std::error_code ec;
     Checkpoint ckpt;
-    if (std::filesystem::is_regular_file(path, ec) && path.extension() == ".safetensors") {
+    if (std::filesystem::is_regular_file(path, ec) &&
+        (path.extension() == ".safetensors" || detail::is_torch_file_name(path))) {
       ckpt.directory_ = path.has_parent_path() ? path.parent_path() : ".";
       ckpt.open_single(path);
       return ckpt;
     }
     ckpt.directory_ = path;
     FLASHDEBERTA_REQUIRE(std::filesystem::is_directory(path, ec),
-                         "checkpoint " << path.string() << ": not a directory (nor a .safetensors file)");
-    if (std::filesystem::exists(path / "model.safetensors", ec)) {
-      ckpt.open_single(path / "model.safetensors");
-    } else if (std::filesystem::exists(path / "model.safetensors.index.json", ec)) {
-      ckpt.open_sharded(path / "model.safetensors.index.json");
-    } else {
-      bool const torch = std::filesystem::exists(path / "pytorch_model.bin", ec) ||
-                         std::filesystem::exists(path / "pytorch_model.bin.index.json", ec);
-      FLASHDEBERTA_REQUIRE(!torch, "checkpoint " << path.string()
-                                                 << ": pytorch_model.bin is not supported yet; convert to safetensors "
-                                                    "(the directory holds: "
-                                                 << detail::describe_directory(path) << ")");
-      FLASHDEBERTA_FAIL("checkpoint " << path.string()
-                                      << ": neither model.safetensors nor model.safetensors.index.json found "
-                                         "(the directory holds: "
-                                      << detail::describe_directory(path) << ")");
+                         "checkpoint " << path.string() << ": not a directory (nor a .safetensors or .bin file)");
+    // safetensors first, as HF's from_pretrained prefers it.
+    for (char const* name : {"model.safetensors", "pytorch_model.bin"}) {
+      if (std::filesystem::exists(path / name, ec)) {
+        ckpt.open_single(path / name);
+        return ckpt;
+      }
+      std::string const index = std::string(name) + ".index.json";
+      if (std::filesystem::exists(path / index, ec)) {
+        ckpt.open_sharded(path / index);
+        return ckpt;
+      }
     }
-    return ckpt;
+    FLASHDEBERTA_FAIL("checkpoint " << path.string()
+                                    << ": none of model.safetensors, model.safetensors.index.json, pytorch_model.bin, "
+                                       "pytorch_model.bin.index.json found (the directory holds: "
+                                    << detail::describe_directory(path) << ")");
   }
 
   std::filesystem::path const& directory() const { return directory_; }
@@ -149,15 +161,18 @@ class Checkpoint {
   }
 
   void open_single(std::filesystem::path const& file) {
-    files_.emplace_back(SafetensorsFile::open(file));
+    files_.emplace_back(detail::open_checkpoint_file(file));
     for (auto const& [name, info] : detail::checkpoint_file_tensors(files_.back()))
       entries_.emplace(name, Entry{&info, 0});
   }
 
-  // HF's sharded layout: {"metadata": {...}, "weight_map": {tensor name: shard file name}}.
-  // The index is authoritative: a tensor is taken from the shard it is mapped to and must be there.
+  // HF's sharded layout: {"metadata": {...}, "weight_map": {tensor name: shard file name}}, the same
+  // for safetensors and torch shards. The index is authoritative: a tensor is taken from the shard it
+  // is mapped to and must be there.
   void open_sharded(std::filesystem::path const& index_path) {
     std::string const index_name = index_path.string();
+    std::string const index_file = index_path.filename().string();
+    bool const torch = index_file == "pytorch_model.bin.index.json";
     io::MappedFile const mapped = io::MappedFile::open(index_path);
     std::string_view const text(reinterpret_cast<char const*>(mapped.bytes().data()), mapped.size());
     io::Json const index = io::parse_json(text, index_name, "shard index");
@@ -178,13 +193,17 @@ class Checkpoint {
         // Only plain names: an index must not make the loader read files outside the checkpoint.
         std::filesystem::path const shard_path(shard);
         FLASHDEBERTA_REQUIRE(!shard.empty() && shard_path == shard_path.filename() && shard != "." && shard != "..",
-                             "checkpoint " << directory_.string() << ": model.safetensors.index.json maps '" << name
-                                           << "' to '" << shard << "', which is not a file name in the directory");
+                             "checkpoint " << directory_.string() << ": " << index_file << " maps '" << name << "' to '"
+                                           << shard << "', which is not a file name in the directory");
         std::error_code ec;
         FLASHDEBERTA_REQUIRE(std::filesystem::is_regular_file(directory_ / shard_path, ec),
-                             "checkpoint " << directory_.string() << ": model.safetensors.index.json maps '" << name
+                             "checkpoint " << directory_.string() << ": " << index_file << " maps '" << name
                                            << "' to shard '" << shard << "', which does not exist");
-        files_.emplace_back(SafetensorsFile::open(directory_ / shard_path));
+        if (torch) {
+          files_.emplace_back(TorchFile::open(directory_ / shard_path));
+        } else {
+          files_.emplace_back(SafetensorsFile::open(directory_ / shard_path));
+        }
       }
       wanted.emplace_back(name, it->second);
     }
@@ -193,10 +212,10 @@ class Checkpoint {
       std::size_t const file = want.second;
       auto const& tensors = detail::checkpoint_file_tensors(files_[file]);
       auto it = tensors.find(name);
-      FLASHDEBERTA_REQUIRE(it != tensors.end(),
-                           "checkpoint " << directory_.string() << ": model.safetensors.index.json maps '" << name
-                                         << "' to shard '" << detail::checkpoint_file_source(files_[file])
-                                         << "', which does not contain it");
+      FLASHDEBERTA_REQUIRE(it != tensors.end(), "checkpoint " << directory_.string() << ": " << index_file << " maps '"
+                                                              << name << "' to shard '"
+                                                              << detail::checkpoint_file_source(files_[file])
+                                                              << "', which does not contain it");
       entries_.emplace(name, Entry{&it->second, file});
     }
   }
