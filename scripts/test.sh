@@ -29,9 +29,14 @@ if [ -f "$root/tests/fuzz/CMakeLists.txt" ]; then
   CXX=clang++ cmake -S "$root" -B "$fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHDEBERTA_BUILD_FUZZ=ON \
     -DFLASHDEBERTA_BUILD_BENCH=OFF -DFLASHDEBERTA_BUILD_EXAMPLES=OFF -DFLASHDEBERTA_WITH_KOKKOS=OFF \
     -DFLASHDEBERTA_WITH_EIGEN=OFF -DFLASHDEBERTA_WITH_CUDA=OFF >/dev/null
-  cmake --build "$fuzz" -j"$jobs" --target fuzz_safetensors fuzz_config
-  for target in fuzz_safetensors fuzz_config; do
-    "$fuzz/tests/fuzz/$target" -max_total_time="${FLASHDEBERTA_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -dict="$root/tests/fuzz/${target#fuzz_}.dict" 2>&1 | tail -n 2
+  cmake --build "$fuzz" -j"$jobs" --target fuzz_safetensors fuzz_config fuzz_torch_pickle
+  for target in fuzz_safetensors fuzz_config fuzz_torch_pickle; do
+    # Seeds from tests/fuzz/corpus/<name> are copied, since libFuzzer adds what it finds to its corpus folder.
+    corpus=$(mktemp -d)
+    if [ -d "$root/tests/fuzz/corpus/${target#fuzz_}" ]; then cp "$root/tests/fuzz/corpus/${target#fuzz_}"/* "$corpus"/; fi
+    "$fuzz/tests/fuzz/$target" -max_total_time="${FLASHDEBERTA_FUZZ_SECONDS:-45}" -rss_limit_mb=2048 \
+      -dict="$root/tests/fuzz/${target#fuzz_}.dict" "$corpus" 2>&1 | tail -n 2
+    rm -rf "$corpus"
   done
 fi
 echo "all test steps passed"
