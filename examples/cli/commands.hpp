@@ -2,11 +2,17 @@
 // turns UsageError into status 2 and every other exception into status 1.
 #pragma once
 
+#include <span>
+#include <string>
+
 #include "args.hpp"
 
 namespace flashdeberta::cli {
 
 int run_command(RunOptions const& options);
 int bench_command(BenchOptions const& options);
+// tokenize parses its own options (tokenize_command.cpp); it needs no backend.
+int tokenize_command(std::span<char const* const> args);
+std::string tokenize_help();
 
 }  // namespace flashdeberta::cli

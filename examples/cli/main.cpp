@@ -1,4 +1,5 @@
-// flashdeberta: the command-line front end of the library (run, bench). See args.cpp for the usage texts.
+// flashdeberta: the command-line front end of the library (run, bench, tokenize). See args.cpp and
+// tokenize_command.cpp for the usage texts.
 //
 // Contract with scripts: exit 0 on success, 2 for usage errors, 1 for any other error, and every error
 // is exactly one line on stderr starting with "flashdeberta: error: ". The run command never leaves a
@@ -48,10 +49,12 @@ int dispatch(std::span<char const* const> args) {
       std::cout << run_help();
     } else if (topic == "bench") {
       std::cout << bench_help();
+    } else if (topic == "tokenize") {
+      std::cout << tokenize_help();
     } else if (topic.empty()) {
       std::cout << main_help();
     } else {
-      throw UsageError("no help for unknown command '" + std::string(topic) + "' (commands: run, bench)");
+      throw UsageError("no help for unknown command '" + std::string(topic) + "' (commands: run, bench, tokenize)");
     }
     return 0;
   }
@@ -71,10 +74,12 @@ int dispatch(std::span<char const* const> args) {
     }
     return bench_command(*options);
   }
+  if (command == "tokenize") return tokenize_command(rest);
   if (command.starts_with("-")) {
     throw UsageError("unknown option '" + std::string(command) + "' (see 'flashdeberta --help')");
   }
-  throw UsageError("unknown command '" + std::string(command) + "' (commands: run, bench; see 'flashdeberta --help')");
+  throw UsageError("unknown command '" + std::string(command) +
+                   "' (commands: run, bench, tokenize; see 'flashdeberta --help')");
 }
 
 }  // namespace

@@ -114,7 +114,7 @@ class Tokenizer {
   // A pair: [CLS] text [SEP] pair [SEP], token types 0 then 1.
   Encoding encode(std::string_view text, std::string_view pair, EncodeOptions const& options = {}) const {
     TokenList a = tokenize(text);
-    TokenList b = tokenize(pair);
+    TokenList b = tokenize(pair, "pair text");
     return finish(a, &b, options);
   }
 
@@ -140,8 +140,9 @@ class Tokenizer {
   }
 
   // The tokens of one text, added tokens included, without the template; offsets in code points.
-  TokenList tokenize(std::string_view text) const {
-    DecodedText const decoded = decode_utf8(text);
+  // `what` names the text in the message of an invalid UTF-8 error.
+  TokenList tokenize(std::string_view text, std::string_view what = "text") const {
+    DecodedText const decoded = decode_utf8(text, what);
     TokenList out;
     for (auto const& seg : detail::split_added_tokens(decoded, added_, contents_)) {
       if (seg.added >= 0) {

@@ -1,0 +1,158 @@
+// flashdeberta tokenize, end to end: JSON lines equal to the library's encodings (which the tokenizer
+// suite checks against HF), stdin input, pairs and truncation, and the one-line errors.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_harness.hpp"
+#include "flashdeberta/tokenizer/tokenizer.hpp"
+
+using flashdeberta::testing::CliResult;
+using flashdeberta::testing::run_cli;
+using flashdeberta::testing::ScratchDir;
+using flashdeberta::testing::shell_quote;
+using nlohmann::json;
+
+namespace {
+
+std::string tokenizer_dir(std::string const& name) {
+  return (std::filesystem::path(FLASHDEBERTA_FIXTURE_DIR) / "tokenizers" / name).string();
+}
+
+std::vector<json> json_lines(std::string const& out) {
+  std::vector<json> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+  return lines;
+}
+
+// What the CLI must print for `e`.
+json expected_json(flashdeberta::Encoding const& e) {
+  json offsets = json::array();
+  for (auto const& s : e.offsets) offsets.push_back({s.begin, s.end});
+  return json{{"input_ids", e.input_ids},
+              {"token_type_ids", e.token_type_ids},
+              {"attention_mask", e.attention_mask},
+              {"offsets", offsets},
+              {"tokens", e.tokens}};
+}
+
+// The CLI with stdin read from a file holding `input`.
+CliResult run_cli_stdin(std::vector<std::string> const& args, std::string const& input) {
+  ScratchDir const scratch;
+  scratch.write("stdin.txt", input);
+  std::string command = shell_quote(FLASHDEBERTA_CLI_PATH);
+  for (auto const& a : args) command += " " + shell_quote(a);
+  command += " <" + shell_quote((scratch / "stdin.txt").string()) + " >" + shell_quote((scratch / "out").string()) +
+             " 2>" + shell_quote((scratch / "err").string());
+  int const raw = std::system(command.c_str());
+  CliResult r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = flashdeberta::testing::read_text(scratch / "out");
+  r.err = flashdeberta::testing::read_text(scratch / "err");
+  return r;
+}
+
+void check_one_line_error(CliResult const& r, int status, std::string const& needle) {
+  CAPTURE(r.err);
+  CHECK(r.status == status);
+  REQUIRE(r.err_lines().size() == 1);
+  CHECK(r.err_lines()[0].rfind("flashdeberta: error: ", 0) == 0);
+  CHECK(r.err.find(needle) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("tokenize: one JSON line per text, equal to the library's encoding (v1 BPE)") {
+  auto const dir = tokenizer_dir("bpe");
+  auto const tok = flashdeberta::load_tokenizer(dir);
+  std::vector<std::string> const texts{"Hello world", "Paris is the [MASK] of France.", "",
+                                       "caf\xC3\xA9 \xF0\x9F\x8D\x95"};
+  std::vector<std::string> args{"tokenize", "--model", dir};
+  args.insert(args.end(), texts.begin(), texts.end());
+  CliResult const r = run_cli(args);
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  auto const lines = json_lines(r.out);
+  REQUIRE(lines.size() == texts.size());
+  for (std::size_t i = 0; i < texts.size(); ++i) CHECK(lines[i] == expected_json(tok.encode(texts[i])));
+  // The keys come in the documented order.
+  CHECK(r.out.rfind("{\"input_ids\":", 0) == 0);
+}
+
+TEST_CASE("tokenize: texts from stdin, one per line, with --pair and truncation") {
+  auto const dir = tokenizer_dir("bpe");
+  auto const tok = flashdeberta::load_tokenizer(dir);
+  flashdeberta::EncodeOptions o;
+  o.max_length = 10;
+  o.truncation = flashdeberta::Truncation::kOnlyFirst;
+  CliResult const r = run_cli_stdin(
+      {"tokenize", "--model", dir, "--pair", "How are you?", "--max-length", "10", "--truncation", "only_first"},
+      "The quick brown fox jumps over the lazy dog\r\nHello world\n");
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  auto const lines = json_lines(r.out);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0] == expected_json(tok.encode("The quick brown fox jumps over the lazy dog", "How are you?", o)));
+  CHECK(lines[1] == expected_json(tok.encode("Hello world", "How are you?", o)));
+  CHECK(lines[0]["input_ids"].size() == 10);
+  CHECK(lines[0]["token_type_ids"].back() == 1);
+}
+
+TEST_CASE("tokenize: texts after -- may start with a dash; --max-length alone truncates longest_first") {
+  auto const dir = tokenizer_dir("bpe");
+  CliResult const r = run_cli({"tokenize", "--model", dir, "--max-length", "3", "--", "-x y z"});
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  auto const lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["input_ids"].size() == 3);
+  CHECK(lines[0]["offsets"][0] == json::array({0, 0}));
+}
+
+TEST_CASE("tokenize: refusals and usage errors are one line") {
+  auto const dir = tokenizer_dir("bpe");
+  check_one_line_error(run_cli({"tokenize", "--model", dir, "--max-length", "5", "--truncation", "only_second",
+                                "one two three four five six"}),
+                       1, "only_second needs a pair");
+  check_one_line_error(run_cli({"tokenize", "--model", dir, "--pair", "b", "--max-length", "5", "--truncation",
+                                "only_second", "one two three four five six"}),
+                       1, "the second sequence has 1 tokens");
+  check_one_line_error(run_cli({"tokenize", "--model", dir, "ok", "bad \xFF"}), 1, "text 2: invalid UTF-8 at byte 4");
+  check_one_line_error(run_cli({"tokenize", "--model", dir, "--pair", "\xC3", "ok"}), 1,
+                       "text 1: --pair: invalid UTF-8");
+  check_one_line_error(run_cli({"tokenize", "x"}), 2, "missing --model");
+  check_one_line_error(run_cli({"tokenize", "--model", dir, "--truncation", "only_first", "x"}), 2,
+                       "--truncation needs --max-length");
+  check_one_line_error(run_cli({"tokenize", "--model", dir, "--truncation", "longest", "--max-length", "4", "x"}), 2,
+                       "unknown truncation 'longest'");
+  check_one_line_error(run_cli({"tokenize", "--model", dir, "--max-length", "-1", "x"}), 2, "--max-length '-1'");
+  check_one_line_error(run_cli({"tokenize", "--model", "/nonexistent/dir", "x"}), 1, "no such directory");
+  ScratchDir const empty;
+  check_one_line_error(run_cli({"tokenize", "--model", empty.path().string(), "x"}), 1, "no tokenizer files");
+}
+
+TEST_CASE("tokenize: help") {
+  CliResult const r = run_cli({"tokenize", "--help"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("usage: flashdeberta tokenize --model DIR") == 0);
+  CHECK(run_cli({"help", "tokenize"}).out == r.out);
+}
+
+#if defined(FLASHDEBERTA_WITH_SENTENCEPIECE)
+TEST_CASE("tokenize: a directory of SentencePiece tokenizer files alone is enough (v2/v3)") {
+  auto const dir = tokenizer_dir("spm");
+  auto const tok = flashdeberta::load_tokenizer(dir);
+  CliResult const r = run_cli({"tokenize", "--model", dir, "--pair", "It is [MASK].", "Paris is the capital."});
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  auto const lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0] == expected_json(tok.encode("Paris is the capital.", "It is [MASK].")));
+  CHECK(std::find(lines[0]["input_ids"].begin(), lines[0]["input_ids"].end(), json(1074)) !=
+        lines[0]["input_ids"].end());
+}
+#endif
