@@ -1,15 +1,18 @@
 // Flash disentangled-attention forward on tensor cores (FlashTraits<T, 64, true>): 16-bit operands, fp32
 // accumulation, online softmax in fp32 registers, no (L, L) buffer and no workspace.
 //
-// Per CTA: sequence b, head h, query rows [i0, i0 + 64); warp w owns rows [16w, 16w + 16). Per key tile:
+// Per CTA: sequence b, head h, query rows [i0, i0 + 64); warp w owns rows [16w, 16w + 16). Once: the Q
+// fragments, and the position terms at the two edge slots (every |p_i - p_j| >= saturation). Per key tile:
 //   load_kv        keys, values and key positions of the next tile, cp.async into the other buffer
-//   slot_window    [first, first + slots): delta is monotone in p_i - p_j, so the tile's slots are one
-//                  contiguous range; its Kr / Qr rows are copied while compute_qk runs
 //   compute_qk     S = Q . K^T (registers), times log2(e) / scale: softmax runs in base 2
-//   position_terms c2p (64 rows, window) = Q . Kr[window]^T and p2c (64 keys, window) = K . Qr[window]^T
-//                  on tensor cores into fp16 shared memory (pre-scaled), then gathered per score: S[i, j]
-//                  += c2p[i, slot(i, j)] + p2c[j, slot(i, j)]; a one-slot window (saturated tiles) is a
-//                  row bias plus a column bias
+//   position_terms the tile's slots are one contiguous range (delta is monotone in p_i - p_j):
+//                  - one edge slot (saturated tiles): p2c = Qr[edge] . k_j is accumulated with S by a
+//                    second mma on the same K fragments, c2p is the row's precomputed bias
+//                  - otherwise c2p (64 rows, window) = Q . Kr[window]^T and p2c (64 keys, window) =
+//                    K . Qr[window]^T on tensor cores into fp16 shared memory (pre-scaled), gathered per
+//                    score: S[i, j] += c2p[i, slot(i, j)] + p2c[j, slot(i, j)]
+//                  then the next tile's window (Kr / Qr rows, diff -> slot table) is requested, so it
+//                  arrives during this tile's softmax and P.V and the next compute_qk
 //   softmax        running max and sum per row; the four lanes of a quad share a row
 //   compute_pv     O = O * correction + P . V, P taken from the score registers as A fragments
 // and at the end write_o: out = O / sum.
@@ -29,7 +32,9 @@ struct SlotWindow {
   int first = 0;        // first slot
   int slots = 0;        // slot count
   int diff_min = 0;     // smallest p_i - p_j of the tile
-  bool narrow = false;  // diff range <= BM + BN - 1: slot_s holds diff -> slot - first
+  int range = 0;        // diff_max - diff_min + 1
+  bool narrow = false;  // range <= BM + BN: the tile's slot table maps diff - diff_min -> slot - first
+  int edge = 0;         // 1 / 2: the window is the single slot of diffs <= -s / >= s (every saturated tile)
 };
 
 // out (16 rows of the warp, width) = a (16, 64) . window (width, 64)^T * scale, as fp16 with row stride kLd.
@@ -59,6 +64,12 @@ __device__ __forceinline__ void window_terms(__half* out, std::uint32_t const (&
       }
     }
   }
+}
+
+// Two head columns (16kk + c, + 1) of a relative-table row as one register; zero past the head size.
+template <class T>
+__device__ __forceinline__ std::uint32_t load_pair(T const* row, int c, int d) {
+  return c < d ? *reinterpret_cast<std::uint32_t const*>(row + c) : 0u;
 }
 
 template <class Tr>
@@ -98,9 +109,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
   std::int32_t const* positions = p.positions + first;
   std::int32_t const* relative_index = p.relative_index;
   auto const slot_of_diff = [&](int diff) { return __ldg(relative_index + min(max(diff, -s), s) + s); };
+  int const edge_lo = relative ? slot_of_diff(-s) : 0;  // the slot of every diff <= -s
+  int const edge_hi = relative ? slot_of_diff(s) : 0;   // the slot of every diff >= s
 
-  // load_q and the first key tile; padding rows and columns repeat the last valid position, so they
-  // stay inside every slot window.
+  // load_q and the first key tile. Padding rows and columns repeat the last valid position, so they stay
+  // inside every slot window.
   mma::load_tile_async<kThreads>(q_s, q + static_cast<std::int64_t>(first + i0) * p.q_ld, p.q_ld, BM, rows, d);
   auto const load_kv = [&](int j0, int buffer) {
     int const cols = min(BN, length - j0);
@@ -116,13 +129,93 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
   int const qpos[2] = {positions[i0 + min(16 * warp + g, rows - 1)], positions[i0 + min(16 * warp + g + 8, rows - 1)]};
   int const qa = positions[i0 + min(lane, rows - 1)], qb = positions[i0 + min(lane + 32, rows - 1)];
   int const qmin = warp_min_int(min(qa, qb)), qmax = warp_max_int(max(qa, qb));
+  // Key positions of the tile at j0 straight from global memory, two per lane, for its slot window.
+  auto const key_positions = [&](int j0, int& ka, int& kb) {
+    int const last = min(BN, length - j0) - 1;
+    ka = positions[j0 + min(lane, last)];
+    kb = positions[j0 + min(lane + 32, last)];
+  };
+  auto const classify = [&](int ka, int kb) {
+    SlotWindow w;
+    w.diff_min = qmin - warp_max_int(max(ka, kb));
+    int const diff_max = qmax - warp_min_int(min(ka, kb));
+    w.first = slot_of_diff(w.diff_min);
+    w.slots = slot_of_diff(diff_max) - w.first + 1;
+    w.range = diff_max - w.diff_min + 1;
+    w.narrow = w.range <= BM + BN;
+    w.edge = w.slots != 1 ? 0 : (w.first == edge_hi ? 2 : (w.first == edge_lo ? 1 : 0));
+    return w;
+  };
+  // Kr / Qr rows of window chunk [c0, c0 + W) into shared memory, zero rows up to the next n16 step.
+  auto const load_window = [&](SlotWindow const& w, int c0) {
+    int const count = min(W, w.slots - c0);
+    int const rows_loaded = (count + Tr::kWindowStep - 1) / Tr::kWindowStep * Tr::kWindowStep;
+    std::int64_t const slot0 = w.first + c0;
+    if (p.c2p)
+      mma::load_tile_async<kThreads>(key_window, pos_key + slot0 * p.pos_key_ld, p.pos_key_ld, rows_loaded, count, d);
+    if (p.p2c)
+      mma::load_tile_async<kThreads>(query_window, pos_query + slot0 * p.pos_query_ld, p.pos_query_ld, rows_loaded,
+                                     count, d);
+    mma::cp_async_commit();
+  };
+  // A general window's first chunk and its diff -> slot table; edge windows need neither.
+  auto const prepare = [&](SlotWindow const& w, int table) {
+    if (w.edge != 0) return;
+    load_window(w, 0);
+    if (w.narrow && w.slots > 1)
+      for (int idx = threadIdx.x; idx < w.range; idx += kThreads)
+        slot_s[table * (BM + BN) + idx] = slot_of_diff(w.diff_min + idx) - w.first;
+  };
+
   mma::cp_async_wait<0>();
   __syncthreads();
   std::uint32_t qf[4][4];  // this warp's 16 query rows as A fragments, k = head columns 16kk..
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) mma::load_a(qf[kk], q_s, 16 * warp, 16 * kk);
-
   float const score_scale = p.inv_scale * kLog2e;
+
+  // Edge slots, once per CTA: c2p of rows g, g + 8 at slots edge_lo / edge_hi (one mma per k16 step: B's
+  // column 0 is Kr[edge_lo], column 1 Kr[edge_hi]; lane t = 0 of each quad receives both), and Qr at
+  // both edge slots as A fragments whose 16 rows are all that row, so that Qr[edge] . k_j lands in the
+  // score registers of every row of column j.
+  float c2p_edge[2][2] = {};            // [row r][lo, hi], scaled like the scores
+  std::uint32_t qr_edge[2][4][2] = {};  // [lo, hi][kk][head columns 16kk + 2t, 16kk + 8 + 2t]
+  if (p.c2p) {
+    float acc[4] = {};
+    T const* edge_row = pos_key + static_cast<std::int64_t>(g == 0 ? edge_lo : edge_hi) * p.pos_key_ld;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      std::uint32_t const b0 = g < 2 ? load_pair(edge_row, 16 * kk + 2 * t, d) : 0u;
+      std::uint32_t const b1 = g < 2 ? load_pair(edge_row, 16 * kk + 8 + 2 * t, d) : 0u;
+      mma::mma_16816<T>(acc, qf[kk], b0, b1);
+    }
+    int const quad = lane & ~3;
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) c2p_edge[r][e] = __shfl_sync(0xffffffffu, acc[2 * r + e], quad) * score_scale;
+  }
+  if (p.p2c) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      T const* row = pos_query + static_cast<std::int64_t>(e == 0 ? edge_lo : edge_hi) * p.pos_query_ld;
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        qr_edge[e][kk][0] = load_pair(row, 16 * kk + 2 * t, d);
+        qr_edge[e][kk][1] = load_pair(row, 16 * kk + 8 + 2 * t, d);
+      }
+    }
+  }
+
+  SlotWindow win;
+  if (relative) {
+    __syncthreads();  // every warp holds its Q fragments: the first window may overwrite the query tile
+    int ka, kb;
+    key_positions(0, ka, kb);
+    win = classify(ka, kb);
+    prepare(win, 0);
+  }
+
   float o[8][4] = {};  // output columns 8nt + 2t (+1), rows g and g + 8
   float row_max[2] = {-INFINITY, -INFINITY};
   float row_sum[2] = {0.0f, 0.0f};  // this lane's part; the quad's sum is formed at write_o
@@ -130,50 +223,38 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
   int buffer = 0;
   for (int j0 = 0; j0 < length; j0 += BN, buffer ^= 1) {
     int const cols = min(BN, length - j0);
+    bool const has_next = j0 + BN < length;
     mma::cp_async_wait<0>();
-    __syncthreads();  // this tile's keys, values and positions landed; the previous tile is consumed
+    __syncthreads();  // this tile's keys, values, positions and window landed; the previous tile is consumed
     T const* k_tile = k_s + buffer * kTile;
     T const* v_tile = v_s + buffer * kTile;
     int const* kpos = kpos_s + buffer * BN;
-
-    // slot_window, then its Kr / Qr rows in flight while compute_qk runs
-    SlotWindow win;
-    auto const load_window = [&](int c0) {  // rows past the chunk's slots up to the next n16 step are zeros
-      int const count = min(W, win.slots - c0);
-      int const rows_loaded = (count + Tr::kWindowStep - 1) / Tr::kWindowStep * Tr::kWindowStep;
-      std::int64_t const slot0 = win.first + c0;
-      if (p.c2p)
-        mma::load_tile_async<kThreads>(key_window, pos_key + slot0 * p.pos_key_ld, p.pos_key_ld, rows_loaded, count, d);
-      if (p.p2c)
-        mma::load_tile_async<kThreads>(query_window, pos_query + slot0 * p.pos_query_ld, p.pos_query_ld, rows_loaded,
-                                       count, d);
-      mma::cp_async_commit();
-    };
-    if (relative) {
-      int const ka = kpos[lane], kb = kpos[lane + 32];
-      win.diff_min = qmin - warp_max_int(max(ka, kb));
-      int const diff_max = qmax - warp_min_int(min(ka, kb));
-      win.first = slot_of_diff(win.diff_min);
-      win.slots = slot_of_diff(diff_max) - win.first + 1;
-      win.narrow = diff_max - win.diff_min < BM + BN;
-      load_window(0);
-      if (win.narrow && win.slots > 1)
-        for (int idx = threadIdx.x; idx <= diff_max - win.diff_min; idx += kThreads)
-          slot_s[idx] = slot_of_diff(win.diff_min + idx) - win.first;
-    }
-    if (j0 + BN < length) load_kv(j0 + BN, buffer ^ 1);
+    int const* slot_table = slot_s + buffer * (BM + BN);
+    if (has_next) load_kv(j0 + BN, buffer ^ 1);
     mma::cp_async_commit();
+    int next_ka = 0, next_kb = 0;
+    if (relative && has_next) key_positions(j0 + BN, next_ka, next_kb);
+    SlotWindow next;
 
-    // compute_qk: scores of rows g, g + 8 and key columns 8nt + 2t (+1)
+    // compute_qk: scores of rows g, g + 8 and key columns 8nt + 2t (+1); in an edge tile p2c is
+    // Qr[edge] . k_j, accumulated with the same K fragments
+    bool const edge_p2c = win.edge != 0 && p.p2c;
     float sc[8][4] = {};
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
+      std::uint32_t const lo = win.edge == 2 ? qr_edge[1][kk][0] : qr_edge[0][kk][0];
+      std::uint32_t const hi = win.edge == 2 ? qr_edge[1][kk][1] : qr_edge[0][kk][1];
+      std::uint32_t const qr[4] = {lo, lo, hi, hi};
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         std::uint32_t kb[4];
         mma::load_b_rows(kb, k_tile, 16 * np, 16 * kk);
         mma::mma_16816<T>(sc[2 * np], qf[kk], kb[0], kb[1]);
         mma::mma_16816<T>(sc[2 * np + 1], qf[kk], kb[2], kb[3]);
+        if (edge_p2c) {
+          mma::mma_16816<T>(sc[2 * np], qr, kb[0], kb[1]);
+          mma::mma_16816<T>(sc[2 * np + 1], qr, kb[2], kb[3]);
+        }
       }
     }
 #pragma unroll
@@ -181,16 +262,28 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
 #pragma unroll
       for (int e = 0; e < 4; ++e) sc[nt][e] *= score_scale;
 
-    // position_terms, one window chunk at a time (one chunk unless holes in positions widen the window)
-    if (relative) {
-      for (int c0 = 0; c0 < win.slots; c0 += W) {
-        if (c0 == 0) {
-          mma::cp_async_wait<1>();  // the window; the next tile's keys may still be in flight
-        } else {
-          load_window(c0);  // every warp passed the barrier after the last chunk's terms were computed
-          mma::cp_async_wait<0>();
+    if (relative && win.edge != 0) {
+      // an edge tile: c2p is a row bias; the next window can be requested now (its buffers are free)
+      if (p.c2p) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float const bias = win.edge == 2 ? c2p_edge[e >> 1][1] : c2p_edge[e >> 1][0];
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt) sc[nt][e] += bias;
         }
-        __syncthreads();
+      }
+      if (has_next) {
+        next = classify(next_ka, next_kb);
+        prepare(next, buffer ^ 1);
+      }
+    } else if (relative) {
+      // position_terms, one window chunk at a time (one chunk unless holes in positions widen the window)
+      for (int c0 = 0; c0 < win.slots; c0 += W) {
+        if (c0 > 0) {
+          load_window(win, c0);  // every warp passed the barrier after the previous chunk's terms
+          mma::cp_async_wait<0>();
+          __syncthreads();
+        }
         int const width = (min(W, win.slots - c0) + Tr::kWindowStep - 1) / Tr::kWindowStep * Tr::kWindowStep;
         if (p.c2p) window_terms<Tr>(c2p_s + 16 * warp * kLd, qf, key_window, width, score_scale);
         if (p.p2c) {
@@ -199,7 +292,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
           for (int kk = 0; kk < 4; ++kk) mma::load_a(kf[kk], k_tile, 16 * warp, 16 * kk);
           window_terms<Tr>(p2c_s + 16 * warp * kLd, kf, query_window, width, score_scale);
         }
-        __syncthreads();
+        __syncthreads();  // terms visible to every warp; the window buffers are free
+        if (c0 + W >= win.slots && has_next) {
+          next = classify(next_ka, next_kb);
+          prepare(next, buffer ^ 1);  // in flight during the gather, softmax, P.V and the next compute_qk
+        }
         int const row_base = 16 * warp + g;
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
@@ -210,7 +307,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
             int local = 0;  // slot - first - c0
             if (win.slots > 1) {
               int const diff = qpos[e >> 1] - kpos[col];
-              local = (win.narrow ? slot_s[diff - win.diff_min] : slot_of_diff(diff) - win.first) - c0;
+              local = (win.narrow ? slot_table[diff - win.diff_min] : slot_of_diff(diff) - win.first) - c0;
               if (static_cast<unsigned>(local) >= static_cast<unsigned>(W)) continue;
             }
             float term = 0.0f;
@@ -221,6 +318,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
         }
       }
     }
+    win = next;
 
     // mask, then softmax: column 0 of every tile is a valid key, so each row's new maximum is finite
 #pragma unroll

@@ -87,10 +87,12 @@ struct FlashTraits<ElementT, kHeadDim_, false> {
 // Flash forward on tensor cores (mma.sync m16n8k16, fp32 accumulation), 16-bit elements, head size 64
 // (smaller multiples of 8 zero-padded). One CTA per (query block of 64, head, sequence); warp w owns
 // query rows [16w, 16w + 16) and keeps their Q fragments, scores, output accumulator and softmax state
-// in registers. Keys, values and key positions are double-buffered with cp.async. Per key tile the
-// position terms are computed on tensor cores for the tile's slot window only, kWindow slots at a time
-// (one chunk for contiguous positions: at most BM + BN - 1 = 127 slots), stored pre-scaled in fp16 and
-// gathered per score; a one-slot window (every saturated tile) reads one term per row and per column.
+// in registers. Keys, values, key positions and the slot tables are double-buffered; a tile's window is
+// requested while the previous tile finishes. Per key tile the position terms are computed on tensor
+// cores for the tile's slot window only, kWindow slots at a time (one chunk for contiguous positions: at
+// most BM + BN - 1 = 127 slots), stored pre-scaled in fp16 and gathered per score; a tile whose window
+// is one edge slot (every saturated tile) is plain flash plus a row bias (c2p, once per CTA) and a
+// column bias (p2c, in the Q.K^T accumulators), with no window, gather or extra barrier.
 template <class ElementT>
 struct FlashTraits<ElementT, 64, true> {
   using Element = ElementT;
@@ -115,8 +117,8 @@ struct FlashTraits<ElementT, 64, true> {
   static constexpr int kC2pOffset = kQueryWindowOffset + kWindow * kHeadDim * 2;        // (BM, W) fp16
   static constexpr int kP2cOffset = kC2pOffset + kBlockM * kTermLd * 2;                 // (BN, W) fp16
   static constexpr int kKeyPosOffset = kP2cOffset + kBlockN * kTermLd * 2;              // int 2 x BN
-  static constexpr int kSlotOffset = kKeyPosOffset + 2 * kBlockN * 4;                   // int BM + BN: diff -> slot
-  static constexpr std::size_t kSmemBytes = kSlotOffset + (kBlockM + kBlockN) * 4;
+  static constexpr int kSlotOffset = kKeyPosOffset + 2 * kBlockN * 4;  // int 2 x (BM + BN): diff -> slot
+  static constexpr std::size_t kSmemBytes = kSlotOffset + 2 * (kBlockM + kBlockN) * 4;
 
   static_assert(kBlockM == kBlockN, "the p2c window of a warp covers the keys of the rows it owns");
   static_assert(kWindow >= kBlockM + kBlockN - 1, "one chunk must hold every slot of a contiguous tile");
