@@ -68,6 +68,8 @@ class DebertaModel {
   ModelOptions const& options() const { return options_; }
   void set_attention(AttentionImpl impl) { options_.attention = impl; }
   std::string const& backbone_prefix() const { return weights_.prefix; }
+  // The word-embedding table (V, E) in policy memory; the masked-LM decoder is tied to it.
+  MatrixRef word_embeddings() const { return weights_.embeddings.word_embeddings().ref(); }
 
   HiddenStates<P> forward(Batch const& batch) const {
     batch.validate(config_);

@@ -1,0 +1,126 @@
+// DebertaWith<Variant, Policy, Head>: a backbone and a head loaded from one checkpoint directory. The
+// head composes the model (it reads the backbone's output and, for the masked LM, its word embeddings)
+// and never inherits from it. HF's classes are aliases: DebertaV3ForMaskedLM<P> and so on.
+//
+// Heads are `template <class P> class XHead` that static_assert ExecutionPolicy<P> in their body rather
+// than constrain P: a constrained class template does not bind to a `template <class> class` parameter
+// (and GCC 12 rejects the constrained spelling in lambdas), so this keeps dispatch_head portable.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <utility>
+
+#include "flashdeberta/heads/masked_lm.hpp"
+#include "flashdeberta/heads/multiple_choice.hpp"
+#include "flashdeberta/heads/question_answering.hpp"
+#include "flashdeberta/heads/sequence_classification.hpp"
+#include "flashdeberta/heads/token_classification.hpp"
+#include "flashdeberta/variant/dispatch.hpp"
+
+namespace flashdeberta {
+
+template <template <class> class Head, class P>
+concept ModelHead = ExecutionPolicy<P> && requires(Head<P> const& head, HeadInput<P> const& input) {
+  { Head<P>::kKind } -> std::convertible_to<HeadKind>;
+  { head.forward(input) } -> std::same_as<DeviceHeadOutput<P>>;
+};
+
+template <Variant V, ExecutionPolicy P, template <class> class Head>
+class DebertaWith {
+ public:
+  using Backbone = DebertaModel<V, P>;
+  using HeadType = Head<P>;
+  static_assert(ModelHead<Head, P>, "Head<P> must declare kKind and forward(HeadInput<P>) -> DeviceHeadOutput<P>");
+
+  static DebertaWith load(P policy, std::filesystem::path const& directory, ModelOptions options = {}) {
+    ModelConfig config = load_model_config(directory);
+    std::string const source = (directory / "config.json").string();
+    require_variant_accepts<V>(config, source);
+    require_head_supported(config, HeadType::kKind, source);
+    Checkpoint const checkpoint = Checkpoint::open(directory);
+    return DebertaWith(std::move(policy), std::move(config), checkpoint, options);
+  }
+
+  // The head is read first: a missing or misshapen head tensor fails before the backbone is loaded.
+  DebertaWith(P policy, ModelConfig config, Checkpoint const& checkpoint, ModelOptions options = {})
+      : head_(policy, checkpoint, config), backbone_(std::move(policy), std::move(config), checkpoint, options) {}
+
+  Backbone const& backbone() const { return backbone_; }
+  HeadType const& head() const { return head_; }
+  ModelConfig const& config() const { return backbone_.config(); }
+  P const& policy() const { return backbone_.policy(); }
+  void set_attention(AttentionImpl impl) { backbone_.set_attention(impl); }
+
+  // The head's outputs in policy memory (the policy is fenced).
+  DeviceHeadOutput<P> forward(Batch const& batch, HeadRequest const& request = {}) const {
+    HiddenStates<P> const hidden = backbone_.forward(batch);
+    return head_.forward(HeadInput<P>{backbone_.policy(), batch, hidden, backbone_.word_embeddings(), request});
+  }
+
+  // The same in host memory, float32: one row per packed token or per sequence (to_padded gives HF's layout).
+  HeadOutput forward_to_host(Batch const& batch, HeadRequest const& request = {}) const {
+    return download_outputs(backbone_.policy(), forward(batch, request));
+  }
+
+ private:
+  HeadType head_;
+  Backbone backbone_;
+};
+
+template <ExecutionPolicy P>
+using DebertaV1ForMaskedLM = DebertaWith<V1, P, MaskedLMHead>;
+template <ExecutionPolicy P>
+using DebertaV2ForMaskedLM = DebertaWith<V2, P, MaskedLMHead>;
+template <ExecutionPolicy P>
+using DebertaV3ForMaskedLM = DebertaWith<V3, P, MaskedLMHead>;
+
+template <ExecutionPolicy P>
+using DebertaV1ForSequenceClassification = DebertaWith<V1, P, SequenceClassificationHead>;
+template <ExecutionPolicy P>
+using DebertaV2ForSequenceClassification = DebertaWith<V2, P, SequenceClassificationHead>;
+template <ExecutionPolicy P>
+using DebertaV3ForSequenceClassification = DebertaWith<V3, P, SequenceClassificationHead>;
+
+template <ExecutionPolicy P>
+using DebertaV1ForTokenClassification = DebertaWith<V1, P, TokenClassificationHead>;
+template <ExecutionPolicy P>
+using DebertaV2ForTokenClassification = DebertaWith<V2, P, TokenClassificationHead>;
+template <ExecutionPolicy P>
+using DebertaV3ForTokenClassification = DebertaWith<V3, P, TokenClassificationHead>;
+
+template <ExecutionPolicy P>
+using DebertaV1ForQuestionAnswering = DebertaWith<V1, P, QuestionAnsweringHead>;
+template <ExecutionPolicy P>
+using DebertaV2ForQuestionAnswering = DebertaWith<V2, P, QuestionAnsweringHead>;
+template <ExecutionPolicy P>
+using DebertaV3ForQuestionAnswering = DebertaWith<V3, P, QuestionAnsweringHead>;
+
+// No v1 alias: HF has no DebertaForMultipleChoice (loading one is refused at run time too).
+template <ExecutionPolicy P>
+using DebertaV2ForMultipleChoice = DebertaWith<V2, P, MultipleChoiceHead>;
+template <ExecutionPolicy P>
+using DebertaV3ForMultipleChoice = DebertaWith<V3, P, MultipleChoiceHead>;
+
+// The run-time -> compile-time switch over heads: calls fn.template operator()<Head>() for a head kind
+// (HeadKind::kBase is the backbone alone and has no head template: the caller handles it).
+template <class Fn>
+decltype(auto) dispatch_head(HeadKind kind, Fn&& fn) {
+  switch (kind) {
+    case HeadKind::kMaskedLM:
+      return fn.template operator()<MaskedLMHead>();
+    case HeadKind::kSequenceClassification:
+      return fn.template operator()<SequenceClassificationHead>();
+    case HeadKind::kTokenClassification:
+      return fn.template operator()<TokenClassificationHead>();
+    case HeadKind::kQuestionAnswering:
+      return fn.template operator()<QuestionAnsweringHead>();
+    case HeadKind::kMultipleChoice:
+      return fn.template operator()<MultipleChoiceHead>();
+    case HeadKind::kBase:
+      break;
+  }
+  FLASHDEBERTA_FAIL("dispatch_head: '" << head_kind_name(kind) << "' is the backbone alone, not a head");
+}
+
+}  // namespace flashdeberta

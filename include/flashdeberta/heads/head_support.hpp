@@ -1,0 +1,147 @@
+// What every head shares: its input (the backbone's packed hidden states), the tokens a caller asks
+// for, a loader for head tensors (never prefixed with "deberta.", spec 7) whose errors name the tensor
+// and the file, the row gather the pooler and the masked-LM row selection use, and the download.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "flashdeberta/heads/head_kind.hpp"
+#include "flashdeberta/heads/head_output.hpp"
+#include "flashdeberta/io/checkpoint.hpp"
+#include "flashdeberta/model/deberta_model.hpp"
+
+namespace flashdeberta {
+
+// Per-call options of a head.
+struct HeadRequest {
+  // Masked LM: the packed tokens whose logits are computed (a GEMM over a 128k vocabulary is the
+  // largest of the model, so asking for the masked positions only saves most of it). nullopt: all.
+  std::optional<std::vector<std::int64_t>> tokens;
+
+  // The packed tokens of `batch` whose input id is `token_id` (e.g. [MASK]).
+  static HeadRequest tokens_with_id(Batch const& batch, std::int64_t token_id) {
+    HeadRequest request;
+    request.tokens.emplace();
+    for (std::int64_t t = 0; t < batch.total_tokens(); ++t) {
+      if (batch.input_ids[t] == token_id) request.tokens->push_back(t);
+    }
+    return request;
+  }
+};
+
+template <ExecutionPolicy P>
+struct HeadInput {
+  P const& policy;
+  Batch const& batch;
+  HiddenStates<P> const& hidden;  // (T, H)
+  MatrixRef word_embeddings;      // (V, E) the backbone's table: the tied masked-LM decoder
+  HeadRequest const& request;
+};
+
+template <ExecutionPolicy P>
+using DeviceHeadTensor = HeadTensor<typename P::Buffer>;
+
+// A head's outputs in policy memory.
+template <ExecutionPolicy P>
+struct DeviceHeadOutput {
+  std::vector<DeviceHeadTensor<P>> tensors;
+};
+
+template <ExecutionPolicy P>
+HeadOutput download_outputs(P const& policy, DeviceHeadOutput<P> const& device) {
+  HeadOutput host;
+  for (auto const& t : device.tensors) {
+    HostHeadTensor h{t.name, t.rows, t.tokens, t.row_count, t.width, t.squeeze, {}};
+    h.values.resize(static_cast<std::size_t>(t.row_count * t.width));
+    if (!h.values.empty()) policy.download(t.values, std::span<float>(h.values));
+    host.tensors.push_back(std::move(h));
+  }
+  return host;
+}
+
+// Reads head tensors by their HF names (no prefix). `head` names the head in messages
+// ("sequence-classification head").
+template <ExecutionPolicy P>
+class HeadWeights {
+ public:
+  using Matrix = DeviceMatrix<typename P::Buffer>;
+
+  HeadWeights(P const& policy, Checkpoint const& checkpoint, std::string head)
+      : policy_(policy), checkpoint_(checkpoint), head_(std::move(head)) {}
+
+  bool has(std::string const& name) const { return checkpoint_.contains(name); }
+  std::string const& head() const { return head_; }
+
+  // `why` says where the required shape comes from, e.g. "num_labels = 3 from config.json".
+  Matrix matrix(std::string const& name, std::int64_t rows, std::int64_t cols, std::string const& why = {}) const {
+    std::vector<float> const host = read(name, {rows, cols}, why);
+    return {policy_.upload(std::span<float const>(host), policy_.compute_dtype()), rows, cols};
+  }
+
+  typename P::Buffer vector(std::string const& name, std::int64_t size, std::string const& why = {}) const {
+    std::vector<float> const host = read(name, {size}, why);
+    return policy_.upload(std::span<float const>(host), policy_.compute_dtype());
+  }
+
+  // "<dir>/model.safetensors", or the shard index of a sharded checkpoint: where a tensor was looked for.
+  std::string files() const {
+    std::set<std::string> sources;
+    for (std::string const& name : checkpoint_.names()) sources.insert(checkpoint_.source_of(name));
+    if (sources.size() == 1) return *sources.begin();
+    return (checkpoint_.directory() / "model.safetensors.index.json").string() + " and its shards";
+  }
+
+  [[noreturn]] void fail_missing(std::string const& name) const {
+    std::string present;
+    int shown = 0;
+    for (std::string const& n : checkpoint_.names()) {
+      if (n.starts_with("deberta.") || n.starts_with("embeddings.") || n.starts_with("encoder.")) continue;
+      if (shown++ < 12) present += (present.empty() ? "" : ", ") + n;
+    }
+    if (shown > 12) present += ", ...";
+    FLASHDEBERTA_FAIL(
+        files() << ": the " << head_ << " needs tensor '" << name << "', which the checkpoint lacks ("
+                << (present.empty() ? std::string("it holds no head tensors") : "head tensors: " + present) << ")");
+  }
+
+ private:
+  std::vector<float> read(std::string const& name, std::vector<std::int64_t> const& shape,
+                          std::string const& why) const {
+    if (!checkpoint_.contains(name)) fail_missing(name);
+    auto const& actual = checkpoint_.info(name).shape;
+    FLASHDEBERTA_REQUIRE(actual == shape, checkpoint_.source_of(name)
+                                              << ": tensor '" << name << "' has shape " << detail::format_shape(actual)
+                                              << "; the " << head_ << " needs " << detail::format_shape(shape)
+                                              << (why.empty() ? "" : " (" + why + ")"));
+    return checkpoint_.read_f32(name, shape);
+  }
+
+  P const& policy_;
+  Checkpoint const& checkpoint_;
+  std::string head_;
+};
+
+// out (rows.size(), cols) = table[rows]: the embedding gather with the hidden states as its table.
+// `indices` receives the uploaded row list, which must outlive the (possibly asynchronous) gather.
+template <ExecutionPolicy P>
+typename P::Buffer gather_rows(P const& policy, MatrixRef const& table, std::span<std::int32_t const> rows,
+                               typename P::Buffer& indices) {
+  auto const count = static_cast<std::int64_t>(rows.size());
+  typename P::Buffer out = policy.allocate(count * table.cols, table.dtype);
+  if (count == 0) return out;
+  indices = policy.upload_indices(rows);
+  EmbeddingArgs args;
+  args.ids = static_cast<std::int32_t const*>(indices.data());
+  args.word = table;
+  args.out = {out.data(), out.dtype(), count, table.cols, table.cols};
+  policy.embedding(args);
+  return out;
+}
+
+}  // namespace flashdeberta
