@@ -22,6 +22,7 @@
 
 #include "flashdeberta/eigen/ops/attention_common.hpp"
 #include "flashdeberta/eigen/ops/flash_microkernel.hpp"
+#include "flashdeberta/eigen/ops/flash_position_band.hpp"
 
 namespace flashdeberta::eigen_ops {
 
@@ -54,6 +55,7 @@ struct FlashWorkspace {
   RowMatrix acc;                          // (BM, d)
   Eigen::VectorXf row_max, row_sum;       // (BM)
   std::vector<std::int32_t> slot_window;  // (BM + BN - 1)
+  std::vector<std::int32_t> band_window;  // scratch of add_position_blocks, capacity reserved once
 
   FlashWorkspace(std::int64_t d, std::int64_t slots)
       : q(HostFlashTile::kBlockQ, d),
@@ -62,7 +64,9 @@ struct FlashWorkspace {
         acc(HostFlashTile::kBlockQ, d),
         row_max(HostFlashTile::kBlockQ),
         row_sum(HostFlashTile::kBlockQ),
-        slot_window(static_cast<std::size_t>(HostFlashTile::kBlockQ + HostFlashTile::kBlockK - 1)) {}
+        slot_window(static_cast<std::size_t>(HostFlashTile::kBlockQ + HostFlashTile::kBlockK - 1)) {
+    band_window.reserve(static_cast<std::size_t>(2 * (HostFlashTile::kBlockQ + HostFlashTile::kBlockK + 32)));
+  }
 };
 
 // What one tile needs to add its position terms. Every table is already divided by scale.
@@ -74,6 +78,7 @@ struct PositionTerms {
   float const* p2c_near = nullptr;     // (L) p2c column of the slot used at j - i >= saturation
   std::int32_t slot_far = 0;
   std::int32_t slot_near = 0;
+  bool unit_steps = false;  // slot table rises by 0 or 1 per unit of i - j: the gather-free block kernel applies
 };
 
 // p2c (L, 2k) = k . Qr^T / scale of one head, and its two edge-slot columns as contiguous vectors.
@@ -160,13 +165,52 @@ inline PositionTerms position_terms(AttentionArgs const& a, P2cTable const& tabl
   if (t.c2p || t.p2c) {
     t.slot_far = a.relative_index[2 * a.saturation];
     t.slot_near = a.relative_index[0];
+    std::int64_t const slots = t.c2p ? a.pos_key.rows : a.pos_query.rows;
+    t.unit_steps = slots >= 16 && has_unit_steps(a.relative_index, a.saturation);
   }
   return t;
 }
 
+#if defined(__AVX512F__)
+// The block kernel's view of one tile (flash_position_band.hpp).
+inline BandTile band_tile(PositionTerms const& t, FlashWorkspace& w, std::int64_t i0, std::int64_t rows,
+                          std::int64_t j0, std::int64_t cols) {
+  BandTile tile;
+  tile.scores = w.scores.data();
+  tile.ld = w.scores.cols();
+  tile.slots = t.c2p ? w.c2p.cols() : t.p2c_all->cols();
+  if (t.c2p) tile.c2p = w.c2p.data();
+  if (t.p2c) {
+    tile.p2c = t.p2c_all->data() + j0 * tile.slots;
+    tile.p2c_far = t.p2c_far + j0;
+    tile.p2c_near = t.p2c_near + j0;
+  }
+  tile.slot_far = t.slot_far;
+  tile.slot_near = t.slot_near;
+  tile.i0 = i0;
+  tile.rows = rows;
+  tile.j0 = j0;
+  tile.cols = cols;
+  return tile;
+}
+#endif
+
 // Contiguous positions: row r of the tile is query i0 + r; column c is key j0 + c.
 inline void add_position_terms_contiguous(AttentionArgs const& a, PositionTerms const& t, FlashWorkspace& w,
                                           std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols) {
+#if defined(__AVX512F__)
+  if (t.unit_steps) {
+    BandTile const tile = band_tile(t, w, i0, rows, j0, cols);
+    if (t.c2p && t.p2c) {
+      add_position_blocks<true, true>(tile, a.relative_index, a.saturation, w.band_window);
+    } else if (t.c2p) {
+      add_position_blocks<true, false>(tile, a.relative_index, a.saturation, w.band_window);
+    } else {
+      add_position_blocks<false, true>(tile, a.relative_index, a.saturation, w.band_window);
+    }
+    return;
+  }
+#endif
   std::int64_t const s = a.saturation;
   // window[v] = slot of the pair (r, c) with c - r = v - (rows - 1): row r reads window[rows - 1 - r + c].
   std::int64_t const base_diff = i0 - j0 + rows - 1;  // i - j at v = 0
