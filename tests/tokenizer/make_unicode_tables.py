@@ -7,6 +7,7 @@ The tables are sorted, non-overlapping code point ranges (binary-searched by uni
   kLetterRanges       general category L*  (\\p{L} of the GPT-2 pre-tokenizer regex)
   kNumberRanges       general category N*  (\\p{N})
   kPunctuationRanges  general category P*  (DeBERTa's split_by_punct, with ASCII symbols added in unicode.hpp)
+  kMarkRanges         general category M*  (combining marks, for SentencePiece offsets after composition)
   kLowercaseRanges    single code point lower-case mappings of str.lower(), as runs
                       {first, last, stride, delta}: c in [first, last], (c - first) % stride == 0 -> c + delta.
                       The one multi-code-point mapping (U+0130 -> "i\\u0307") is handled in unicode.hpp.
@@ -98,6 +99,7 @@ def main():
         range_table("kLetterRanges", category_ranges("L")),
         range_table("kNumberRanges", category_ranges("N")),
         range_table("kPunctuationRanges", category_ranges("P")),
+        range_table("kMarkRanges", category_ranges("M")),
         "inline constexpr CaseRun kLowercaseRuns[] = {\n%s\n};"
         % format_rows(["{0x%X, 0x%X, %d, %d}," % tuple(r) for r in lower], 4),
         "// clang-format on",

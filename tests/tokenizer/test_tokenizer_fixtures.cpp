@@ -2,8 +2,10 @@
 // ids, token types, masks, tokens, offsets, decoding, and the refusals where HF raises.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "fixture_cases.hpp"
 #include "flashdeberta/tokenizer/tokenizer.hpp"
@@ -35,3 +37,57 @@ TEST_CASE("SentencePiece with do_lower_case and split_by_punct matches HF on eve
   expect_fixture_passes(tok, "spm_lower_punct");
 }
 #endif
+
+namespace {
+
+// Every row of an expected.json's truncation_grid (make_tokenizer_fixtures.py): pair truncation of la and
+// lb tokens to a budget of max_length minus the special tokens, for each strategy, as HF's tokenizers.
+void check_truncation_grid(std::string const& name) {
+  auto const doc = flashdeberta::test::load_expected(name);
+  REQUIRE(doc.has_value());
+  if (!doc->contains("truncation_grid")) {
+    MESSAGE(name << ": no truncation_grid in expected.json (written by the second fixture run)");
+    return;
+  }
+  namespace tok = flashdeberta::tokenizer;
+  auto const& grid = (*doc)["truncation_grid"];
+  auto const strategies = grid["strategies"].get<std::vector<std::string>>();
+  int rows = 0;
+  for (auto const& row : grid["rows"]) {
+    auto const r = row.get<std::vector<std::int64_t>>();
+    auto list = [](std::int64_t n) {
+      tok::TokenList l;
+      for (std::int64_t i = 0; i < n; ++i) l.push_back(i, "t", {});
+      return l;
+    };
+    tok::TokenList a = list(r[0]);
+    tok::TokenList b = list(r[1]);
+    tok::EncodeOptions o;
+    o.truncation = tok::parse_truncation(strategies[static_cast<std::size_t>(r[2])]);
+    o.max_length = static_cast<std::size_t>(r[3]) + 3;
+    std::vector<std::int64_t> got{-1, -1};
+    try {
+      tok::truncate_tokens(a, &b, o);
+      got = {static_cast<std::int64_t>(a.size()), static_cast<std::int64_t>(b.size())};
+    } catch (flashdeberta::Error const&) {
+    }
+    std::vector<std::int64_t> const want{r[4], r[5]};
+    if (got != want) {
+      FAIL_CHECK(name << ": " << strategies[static_cast<std::size_t>(r[2])] << " of " << r[0] << " + " << r[1]
+                      << " tokens to budget " << r[3] << ": HF keeps " << want[0] << " + " << want[1] << ", we keep "
+                      << got[0] << " + " << got[1]);
+    }
+    ++rows;
+  }
+  MESSAGE(name << ": " << rows << " truncation grid rows checked");
+  for (auto const& s : grid["stateful"]) MESSAGE(name << ": HF result depends on the previous call: " << s.dump());
+}
+
+}  // namespace
+
+TEST_CASE("pair truncation follows HF on the whole grid of lengths, budgets and strategies") {
+  check_truncation_grid("bpe");
+#if defined(FLASHDEBERTA_WITH_SENTENCEPIECE)
+  check_truncation_grid("spm");
+#endif
+}

@@ -123,9 +123,10 @@ inline std::size_t special_token_count(bool pair, bool add_special_tokens) {
   return pair ? 3 : 2;
 }
 
-// Truncates `a` (and `b`) so that they and the special tokens fit in options.max_length, exactly as HF's
-// tokenizers library does; throws where HF raises (the chosen sequence is too short to give up the
-// tokens, only_second without a pair, or a max_length below the number of special tokens).
+// Truncates `a` (and `b`) so that they and the special tokens fit in options.max_length, as HF's
+// tokenizers library (0.23, under transformers 5.17) does, and throws where it raises: the chosen
+// sequence is too short to give up the tokens, or only_second without a pair. A max_length below the
+// number of special tokens is refused too; HF returns inconsistent results there (README, Tokenizers).
 inline void truncate_tokens(TokenList& a, TokenList* b, EncodeOptions const& options) {
   if (!options.max_length || options.truncation == Truncation::kNone) return;
   std::size_t const added = special_token_count(b != nullptr, options.add_special_tokens);
@@ -135,7 +136,7 @@ inline void truncate_tokens(TokenList& a, TokenList* b, EncodeOptions const& opt
                                                                             << (b ? "pair" : "sequence"));
   std::size_t const budget = max_length - added;
   std::size_t const total = a.size() + (b ? b->size() : 0);
-  if (budget == 0) {  // tokenizers' max_length == 0 branch: both sequences empty
+  if (budget == 0) {  // nothing fits: both sequences become empty, whatever the strategy
     a.truncate(0);
     if (b) b->truncate(0);
     return;
@@ -148,20 +149,18 @@ inline void truncate_tokens(TokenList& a, TokenList* b, EncodeOptions const& opt
         a.truncate(budget);
         return;
       }
-      // tokenizers' three cases, with n1 the shorter length: nothing to do (handled above), only the
-      // longer one is cut, or both are cut to half the budget (the longer one gets the odd token).
-      std::size_t n1 = a.size();
-      std::size_t n2 = b->size();
-      bool const swap = n1 > n2;
-      if (swap) std::swap(n1, n2);
-      n2 = n1 > budget ? n1 : std::max(n1, budget - n1);
-      if (n1 + n2 > budget) {
-        n1 = budget / 2;
-        n2 = n1 + budget % 2;
+      // The shorter sequence keeps its tokens if they fit in half the budget and the longer one takes
+      // the rest; otherwise both are cut to half the budget, and an odd token goes to the shorter one
+      // (to the first on a tie). tokenizers' source reads as giving it to the longer one, but the
+      // release under transformers 5.17 does this (fixture cases truncate/* and tiny/pair/*).
+      std::size_t const shorter = std::min(a.size(), b->size());
+      if (shorter <= budget / 2) {
+        (a.size() <= b->size() ? *b : a).truncate(budget - shorter);
+      } else {
+        bool const first_gets_odd = a.size() <= b->size();
+        a.truncate(first_gets_odd ? budget - budget / 2 : budget / 2);
+        b->truncate(first_gets_odd ? budget / 2 : budget - budget / 2);
       }
-      if (swap) std::swap(n1, n2);
-      a.truncate(n1);
-      b->truncate(n2);
       return;
     }
     case Truncation::kOnlyFirst:

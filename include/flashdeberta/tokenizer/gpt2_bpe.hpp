@@ -6,8 +6,8 @@
 //  2. Each pre-token's UTF-8 bytes map through GPT-2's byte -> printable character table.
 //  3. BPE: repeatedly merge the adjacent pair of lowest rank (its line in merges.txt).
 // Offsets: a token covers the code points its bytes come from (a token holding part of a character's
-// bytes gets the whole character, as in HF); with trim_offsets (HF's ByteLevel post-processor) spaces
-// at the ends of a token are left out of its span.
+// bytes gets the whole character, as in HF). HF's DebertaTokenizer has no ByteLevel post-processor, so a
+// token's leading space is part of its span; trim_offsets=true leaves spaces at the ends out (RoBERTa's).
 #pragma once
 
 #include <array>
@@ -93,7 +93,7 @@ inline std::size_t gpt2_match(std::u32string_view chars, std::size_t i, std::siz
 class Gpt2BpeModel final : public TokenizerModel {
  public:
   // Reads `dir`/vocab.json and `dir`/merges.txt; every merge must join two vocabulary tokens into one.
-  static std::shared_ptr<Gpt2BpeModel> load(std::filesystem::path const& dir, bool trim_offsets = true) {
+  static std::shared_ptr<Gpt2BpeModel> load(std::filesystem::path const& dir, bool trim_offsets = false) {
     auto m = std::make_shared<Gpt2BpeModel>();
     m->trim_offsets_ = trim_offsets;
     auto const vocab_file = dir / "vocab.json";
@@ -254,7 +254,7 @@ class Gpt2BpeModel final : public TokenizerModel {
   std::unordered_map<std::string, std::int64_t> token_to_id_;
   std::unordered_map<std::int64_t, std::string> id_to_token_;
   std::unordered_map<std::string, std::int64_t> ranks_;  // "LEFT RIGHT" -> line order
-  bool trim_offsets_ = true;
+  bool trim_offsets_ = false;
 };
 
 }  // namespace flashdeberta::tokenizer

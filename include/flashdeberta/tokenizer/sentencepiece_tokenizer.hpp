@@ -14,6 +14,7 @@
 
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -67,17 +68,17 @@ class SentencePieceModel final : public TokenizerModel {
     }
     TokenList out;
     if (!options_.split_by_punct) {
-      encode_range(work, origin, 0, work.size(), end, out);
+      encode_range(text, work, origin, 0, work.size(), out);
       return out;
     }
     std::size_t run = 0;
     for (std::size_t i = 0; i < work.size(); ++i) {
       if (!is_punctuation(work[i])) continue;
-      if (run < i) encode_range(work, origin, run, i, end, out);
-      encode_range(work, origin, i, i + 1, end, out);
+      if (run < i) encode_split(text, work, origin, run, i, false, out);
+      encode_range(text, work, origin, i, i + 1, out);
       run = i + 1;
     }
-    if (run < work.size()) encode_range(work, origin, run, work.size(), end, out);
+    if (run < work.size()) encode_split(text, work, origin, run, work.size(), true, out);
     return out;
   }
 
@@ -116,28 +117,71 @@ class SentencePieceModel final : public TokenizerModel {
   sentencepiece::SentencePieceProcessor const& processor() const { return sp_; }
 
  private:
-  // Encodes work[first, last) and appends its pieces; `end` is the input's end, for empty spans there.
-  void encode_range(std::u32string const& work, std::vector<std::size_t> const& origin, std::size_t first,
-                    std::size_t last, std::size_t end, TokenList& out) const {
+  // A stretch between punctuation characters under split_by_punct. HF 5.x strips whitespace only at the
+  // end of the text, so whitespace that ends a stretch before a punctuation character becomes a "▁"
+  // token of its own (covering the last whitespace character), and so does a stretch of whitespace
+  // alone; SentencePiece (and transformers 4.x) dropped both.
+  void encode_split(DecodedText const& text, std::u32string const& work, std::vector<std::size_t> const& origin,
+                    std::size_t first, std::size_t last, bool at_end, TokenList& out) const {
+    bool const all_space = std::all_of(work.begin() + static_cast<std::ptrdiff_t>(first),
+                                       work.begin() + static_cast<std::ptrdiff_t>(last), is_whitespace);
+    if (!all_space) encode_range(text, work, origin, first, last, out);
+    if (!at_end && is_whitespace(work[last - 1])) {
+      int const id = sp_.PieceToId("\xE2\x96\x81");
+      auto const at = static_cast<std::int64_t>(origin[last - 1]);
+      out.push_back(id, sp_.IdToPiece(id), Span{at, at + 1});
+    }
+  }
+
+  // Encodes work[first, last) (first < last) and appends its pieces with their input spans.
+  void encode_range(DecodedText const& text, std::u32string const& work, std::vector<std::size_t> const& origin,
+                    std::size_t first, std::size_t last, TokenList& out) const {
     std::string utf8;
     std::vector<std::size_t> byte_to_char;  // byte offset in utf8 -> index into work
     for (std::size_t i = first; i < last; ++i) {
       append_utf8(utf8, work[i]);
       byte_to_char.resize(utf8.size(), i);
     }
+    std::size_t const lo = origin[first];  // the stretch in input code points
+    std::size_t const hi = origin[last - 1] + 1;
     // Input code point where the piece starting at `byte` starts, and one past the input code point
     // holding the byte before `byte` (so a lower-cased character of two code points maps back to one).
-    auto const begin_of = [&](std::size_t byte) -> std::int64_t {
-      if (byte < utf8.size()) return static_cast<std::int64_t>(origin[byte_to_char[byte]]);
-      return static_cast<std::int64_t>(last > first ? origin[last - 1] + 1 : end);
-    };
-    auto const end_of = [&](std::size_t byte) -> std::int64_t {
-      if (byte == 0) return begin_of(0);
-      return static_cast<std::int64_t>(origin[byte_to_char[std::min(byte, utf8.size()) - 1]] + 1);
+    auto const begin_of = [&](std::size_t byte) { return byte < utf8.size() ? origin[byte_to_char[byte]] : hi; };
+    auto const end_of = [&](std::size_t byte) {
+      return byte == 0 ? begin_of(0) : origin[byte_to_char[std::min(byte, utf8.size()) - 1]] + 1;
     };
     auto const result = sp_.EncodeAsImmutableProto(utf8);
     for (auto const& piece : result.pieces()) {
-      out.push_back(piece.id(), piece.piece(), Span{begin_of(piece.begin()), end_of(piece.end())});
+      std::string const& token = sp_.IdToPiece(static_cast<int>(piece.id()));  // "[UNK]", not the surface
+      std::size_t b = begin_of(piece.begin());
+      std::size_t e = std::max(b, end_of(piece.end()));
+      hf_offsets(text, token, lo, hi, b, e);
+      out.push_back(piece.id(), token, Span{static_cast<std::int64_t>(b), static_cast<std::int64_t>(e)});
+    }
+  }
+
+  // Moves SentencePiece's span [b, e) of a piece to where HF's tokenizers put it (transformers 5.x):
+  //  - the "▁" a piece starts with stands for one character: the last space of the run it replaces, the
+  //    space just before the piece when SentencePiece dropped it (leading spaces), or, for the "▁" added
+  //    in front of the text, the first character of the text;
+  //  - combining marks that NFC/NFKC composed into the character before them are not part of the span
+  //    (HF aligns a composed character with its first code point).
+  static void hf_offsets(DecodedText const& text, std::string const& token, std::size_t lo, std::size_t hi,
+                         std::size_t& b, std::size_t& e) {
+    auto const space = [&](std::size_t i) { return is_whitespace(text.chars[i]); };
+    if (token.starts_with("\xE2\x96\x81")) {
+      if (b < e && space(b)) {
+        while (b + 1 < e && space(b + 1)) ++b;
+      } else if (b > lo && space(b - 1)) {
+        --b;
+        e = std::max(e, b + 1);
+      } else if (b == e && b < hi) {
+        e = b + 1;
+      }
+    }
+    DecodedText const chars = decode_utf8(token, "piece");
+    if (!chars.chars.empty() && !is_mark(chars.chars.back())) {
+      while (e > b + 1 && is_mark(text.chars[e - 1])) --e;
     }
   }
 

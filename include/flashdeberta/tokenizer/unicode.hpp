@@ -175,6 +175,9 @@ inline bool is_whitespace(char32_t cp) {
   }
 }
 
+// General category M* (combining marks).
+inline bool is_mark(char32_t cp) { return cp >= 0x300 && detail::in_ranges(unicode_tables::kMarkRanges, cp); }
+
 // DeBERTa's split_by_punct punctuation: the ASCII symbol ranges or general category P*.
 inline bool is_punctuation(char32_t cp) {
   if ((cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126)) {
