@@ -72,7 +72,7 @@ std::optional<TokenizeOptions> parse_tokenize_options(std::span<char const* cons
       o.model = value;
       seen_model = true;
     } else if (name == "pair") {
-      o.pair = value;  // an empty pair is a valid (empty) second sequence, as in HF
+      if (!value.empty()) o.pair = value;  // HF's tokenizer(text, "") encodes a single sequence
     } else if (name == "max-length") {
       std::int64_t n = 0;
       auto const [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
@@ -117,6 +117,7 @@ std::string tokenize_help() {
          "  --model DIR          directory with spm.model (v2/v3) or vocab.json + merges.txt (v1), and\n"
          "                       tokenizer_config.json etc. when present; tokenizer files alone are enough\n"
          "  --pair TEXT          second sequence for every text: [CLS] TEXT [SEP] PAIR [SEP], types 0 / 1\n"
+         "                       (an empty PAIR means none, as tokenizer(text, \"\") in HF)\n"
          "  --max-length N       truncate to N tokens, special tokens included (longest_first by default)\n"
          "  --truncation S       longest_first, only_first or only_second; a truncation HF refuses (the\n"
          "                       chosen sequence is too short) is an error\n"

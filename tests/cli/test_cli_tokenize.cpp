@@ -135,6 +135,14 @@ TEST_CASE("tokenize: refusals and usage errors are one line") {
   check_one_line_error(run_cli({"tokenize", "--model", empty.path().string(), "x"}), 1, "no tokenizer files");
 }
 
+TEST_CASE("tokenize: an empty --pair is no pair, as tokenizer(text, \"\") in HF") {
+  auto const dir = tokenizer_dir("bpe");
+  CliResult const with_empty = run_cli({"tokenize", "--model", dir, "--pair", "", "Hello world"});
+  CliResult const without = run_cli({"tokenize", "--model", dir, "Hello world"});
+  CHECK(with_empty.status == 0);
+  CHECK(with_empty.out == without.out);
+}
+
 TEST_CASE("tokenize: help") {
   CliResult const r = run_cli({"tokenize", "--help"});
   CHECK(r.status == 0);
