@@ -1,0 +1,44 @@
+// HF's text-classification pipeline with top_k=None after the model: every label with its score,
+// highest first. Softmax over the labels, or a sigmoid per label where HF uses one (config.json's
+// problem_type "multi_label_classification", or a single label).
+#pragma once
+
+#include <algorithm>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flashdeberta/core/error.hpp"
+#include "flashdeberta/pipelines/scores.hpp"
+
+namespace flashdeberta::pipelines {
+
+enum class ScoreFunction { kSoftmax, kSigmoid };
+
+// What HF's pipeline applies for a config with `num_labels` labels and `problem_type` ("" when absent).
+inline ScoreFunction classification_function(std::string_view problem_type, std::size_t num_labels) {
+  return problem_type == "multi_label_classification" || num_labels == 1 ? ScoreFunction::kSigmoid
+                                                                         : ScoreFunction::kSoftmax;
+}
+
+struct LabelScore {
+  std::string label;
+  float score = 0.0f;
+};
+
+// One sequence's logits [num_labels] -> every label and its score, highest first (stable: equal scores
+// keep label order, as Python's sort).
+inline std::vector<LabelScore> classify(std::span<float const> logits, std::vector<std::string> const& labels,
+                                        ScoreFunction function) {
+  FLASHDEBERTA_REQUIRE(logits.size() == labels.size(),
+                       "classify: " << logits.size() << " logits for " << labels.size() << " labels");
+  std::vector<float> const scores = function == ScoreFunction::kSigmoid ? sigmoid(logits) : softmax(logits);
+  std::vector<LabelScore> out;
+  out.reserve(scores.size());
+  for (std::size_t i = 0; i < scores.size(); ++i) out.push_back({labels[i], scores[i]});
+  std::stable_sort(out.begin(), out.end(), [](LabelScore const& a, LabelScore const& b) { return a.score > b.score; });
+  return out;
+}
+
+}  // namespace flashdeberta::pipelines
