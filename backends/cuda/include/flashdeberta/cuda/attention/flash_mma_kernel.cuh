@@ -115,8 +115,17 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
   // load_q and the first key tile. Padding rows and columns repeat the last valid position, so they stay
   // inside every slot window.
   mma::load_tile_async<kThreads>(q_s, q + static_cast<std::int64_t>(first + i0) * p.q_ld, p.q_ld, BM, rows, d);
+  bool const full_head = d == Tr::kHeadDim;
   auto const load_kv = [&](int j0, int buffer) {
     int const cols = min(BN, length - j0);
+    if (cols == BN && full_head) {
+      mma::load_full_tile_async<kThreads, BN>(k_s + buffer * kTile, k + static_cast<std::int64_t>(first + j0) * p.k_ld,
+                                              p.k_ld);
+      mma::load_full_tile_async<kThreads, BN>(v_s + buffer * kTile, v + static_cast<std::int64_t>(first + j0) * p.v_ld,
+                                              p.v_ld);
+      if (threadIdx.x < BN) kpos_s[buffer * BN + threadIdx.x] = positions[j0 + threadIdx.x];
+      return;
+    }
     mma::load_tile_async<kThreads>(k_s + buffer * kTile, k + static_cast<std::int64_t>(first + j0) * p.k_ld, p.k_ld, BN,
                                    cols, d);
     mma::load_tile_async<kThreads>(v_s + buffer * kTile, v + static_cast<std::int64_t>(first + j0) * p.v_ld, p.v_ld, BN,
@@ -257,21 +266,22 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
         }
       }
     }
+    if (relative && win.edge != 0 && p.c2p) {  // scale and the edge tile's c2p row bias in one fma
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+      for (int e = 0; e < 4; ++e) {
+        float const bias = win.edge == 2 ? c2p_edge[e >> 1][1] : c2p_edge[e >> 1][0];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) sc[nt][e] *= score_scale;
+        for (int nt = 0; nt < 8; ++nt) sc[nt][e] = fmaf(sc[nt][e], score_scale, bias);
+      }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sc[nt][e] *= score_scale;
+    }
 
     if (relative && win.edge != 0) {
-      // an edge tile: c2p is a row bias; the next window can be requested now (its buffers are free)
-      if (p.c2p) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float const bias = win.edge == 2 ? c2p_edge[e >> 1][1] : c2p_edge[e >> 1][0];
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt) sc[nt][e] += bias;
-        }
-      }
+      // an edge tile: the next window can be requested now (its buffers are free)
       if (has_next) {
         next = classify(next_ka, next_kb);
         prepare(next, buffer ^ 1);
@@ -320,12 +330,15 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
     }
     win = next;
 
-    // mask, then softmax: column 0 of every tile is a valid key, so each row's new maximum is finite
+    // mask (the last tile only), then softmax: column 0 of every tile is a valid key, so each row's new
+    // maximum is finite
+    if (cols < BN) {
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+      for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (8 * nt + 2 * t + (e & 1) >= cols) sc[nt][e] = -INFINITY;
+        for (int e = 0; e < 4; ++e)
+          if (8 * nt + 2 * t + (e & 1) >= cols) sc[nt][e] = -INFINITY;
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float new_max = row_max[r];
