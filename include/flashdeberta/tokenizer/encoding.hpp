@@ -116,6 +116,9 @@ struct SpecialIds {
   std::string cls_token = "[CLS]";
   std::string sep_token = "[SEP]";
   std::string pad_token = "[PAD]";
+  // Special tokens in HF 5.x's own pair template: 3 ([CLS] A [SEP] B [SEP]) for v2/v3, 4 for v1, whose
+  // 5.x template is [CLS] A [SEP] [SEP] B [SEP]. Only longest_first's tie-break depends on it.
+  std::size_t hf_pair_special_tokens = 3;
 };
 
 inline std::size_t special_token_count(bool pair, bool add_special_tokens) {
@@ -127,7 +130,8 @@ inline std::size_t special_token_count(bool pair, bool add_special_tokens) {
 // tokenizers library (0.23, under transformers 5.17) does, and throws where it raises: the chosen
 // sequence is too short to give up the tokens, or only_second without a pair. A max_length below the
 // number of special tokens is refused too; HF returns inconsistent results there (README, Tokenizers).
-inline void truncate_tokens(TokenList& a, TokenList* b, EncodeOptions const& options) {
+inline void truncate_tokens(TokenList& a, TokenList* b, EncodeOptions const& options,
+                            std::size_t hf_pair_special_tokens = 3) {
   if (!options.max_length || options.truncation == Truncation::kNone) return;
   std::size_t const added = special_token_count(b != nullptr, options.add_special_tokens);
   std::size_t const max_length = *options.max_length;
@@ -150,14 +154,16 @@ inline void truncate_tokens(TokenList& a, TokenList* b, EncodeOptions const& opt
         return;
       }
       // The shorter sequence keeps its tokens if they fit in half the budget and the longer one takes
-      // the rest; otherwise both are cut to half the budget, and an odd token goes to the shorter one
-      // (to the first on a tie). tokenizers' source reads as giving it to the longer one, but the
-      // release under transformers 5.17 does this (fixture cases truncate/* and tiny/pair/*).
+      // the rest; otherwise both are cut to half the budget. An odd token goes to the longer one, as in
+      // tokenizers' source, except that the release under transformers 5.17 gives it to the second
+      // sequence when the first is longer and the second holds at least max_length tokens, max_length
+      // counted with HF's own template (fitted on the fixtures' truncation grid: 1120 cases).
       std::size_t const shorter = std::min(a.size(), b->size());
       if (shorter <= budget / 2) {
         (a.size() <= b->size() ? *b : a).truncate(budget - shorter);
       } else {
-        bool const first_gets_odd = a.size() <= b->size();
+        std::size_t const hf_max_length = budget + hf_pair_special_tokens;
+        bool const first_gets_odd = a.size() > b->size() && b->size() < hf_max_length;
         a.truncate(first_gets_odd ? budget - budget / 2 : budget / 2);
         b->truncate(first_gets_odd ? budget / 2 : budget - budget / 2);
       }

@@ -78,7 +78,7 @@ inline std::vector<AddedToken> build_added_tokens(TokenizerModel const& model, T
 }
 
 inline Tokenizer assemble(std::shared_ptr<TokenizerModel const> model, TokenizerConfig const& config,
-                          std::filesystem::path const& dir) {
+                          std::filesystem::path const& dir, std::size_t hf_pair_special_tokens) {
   std::vector<AddedToken> added = build_added_tokens(*model, config, dir);
   auto const id_of = [&](AddedToken const& role) {
     for (auto const& t : added) {
@@ -87,7 +87,8 @@ inline Tokenizer assemble(std::shared_ptr<TokenizerModel const> model, Tokenizer
     return std::int64_t{-1};
   };
   SpecialTokenNames const& s = config.specials;
-  SpecialIds ids{id_of(s.cls), id_of(s.sep), id_of(s.pad), s.cls.content, s.sep.content, s.pad.content};
+  SpecialIds ids{id_of(s.cls),  id_of(s.sep),  id_of(s.pad),          s.cls.content,
+                 s.sep.content, s.pad.content, hf_pair_special_tokens};
   std::int64_t const mask = id_of(s.mask);
   return Tokenizer(std::move(model), std::move(added), std::move(ids), mask);
 }
@@ -156,13 +157,14 @@ inline Tokenizer load_tokenizer(std::filesystem::path const& dir) {
     FLASHDEBERTA_REQUIRE(!config.do_lower_case.value_or(false),
                          (dir / "tokenizer_config.json").string()
                              << ": do_lower_case is not supported for the BPE (v1) tokenizer");
-    return detail::assemble(Gpt2BpeModel::load(dir), config, dir);
+    return detail::assemble(Gpt2BpeModel::load(dir), config, dir, /*hf_pair_special_tokens=*/4);
   }
 #if defined(FLASHDEBERTA_WITH_SENTENCEPIECE)
   SentencePieceOptions options;
   options.do_lower_case = config.do_lower_case.value_or(false);
   options.split_by_punct = config.split_by_punct;
-  return detail::assemble(SentencePieceModel::load(dir / "spm.model", options), config, dir);
+  return detail::assemble(SentencePieceModel::load(dir / "spm.model", options), config, dir,
+                          /*hf_pair_special_tokens=*/3);
 #else
   FLASHDEBERTA_FAIL((dir / "spm.model").string()
                     << ": SentencePiece tokenizers need libsentencepiece: link flashdeberta::tokenizers "

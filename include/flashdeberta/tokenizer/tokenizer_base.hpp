@@ -199,7 +199,7 @@ class Tokenizer {
 
  private:
   Encoding finish(TokenList& a, TokenList* b, EncodeOptions const& options) const {
-    truncate_tokens(a, b, options);
+    truncate_tokens(a, b, options, specials_.hf_pair_special_tokens);
     Encoding e = build_encoding(a, b, specials_, options.add_special_tokens);
     if (options.padding == Padding::kMaxLength) {
       std::vector<Encoding> one{std::move(e)};
