@@ -74,7 +74,8 @@ inline AttentionParams attention_params(AttentionArgs const& a) {
           a.scale,
           1.0f / a.scale,
           c2p,
-          p2c};
+          p2c,
+          a.sequences.contiguous_positions};
 }
 
 inline dim3 attention_grid(AttentionArgs const& a, std::int64_t rows_per_cta) {

@@ -138,16 +138,25 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
   int const qpos[2] = {positions[i0 + min(16 * warp + g, rows - 1)], positions[i0 + min(16 * warp + g + 8, rows - 1)]};
   int const qa = positions[i0 + min(lane, rows - 1)], qb = positions[i0 + min(lane + 32, rows - 1)];
   int const qmin = warp_min_int(min(qa, qb)), qmax = warp_max_int(max(qa, qb));
-  // Key positions of the tile at j0 straight from global memory, two per lane, for its slot window.
+  // Key positions of the tile at j0 for its slot window: with contiguous positions its first and last
+  // (ka, kb) by arithmetic; otherwise two per lane straight from global memory, reduced in classify.
+  int const first_position = positions[0];
   auto const key_positions = [&](int j0, int& ka, int& kb) {
     int const last = min(BN, length - j0) - 1;
+    if (p.contiguous) {
+      ka = first_position + j0;
+      kb = first_position + j0 + last;
+      return;
+    }
     ka = positions[j0 + min(lane, last)];
     kb = positions[j0 + min(lane + 32, last)];
   };
   auto const classify = [&](int ka, int kb) {
     SlotWindow w;
-    w.diff_min = qmin - warp_max_int(max(ka, kb));
-    int const diff_max = qmax - warp_min_int(min(ka, kb));
+    int const key_max = p.contiguous ? kb : warp_max_int(max(ka, kb));
+    int const key_min = p.contiguous ? ka : warp_min_int(min(ka, kb));
+    w.diff_min = qmin - key_max;
+    int const diff_max = qmax - key_min;
     w.first = slot_of_diff(w.diff_min);
     w.slots = slot_of_diff(diff_max) - w.first + 1;
     w.range = diff_max - w.diff_min + 1;
@@ -247,24 +256,35 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
 
     // compute_qk: scores of rows g, g + 8 and key columns 8nt + 2t (+1); in an edge tile p2c is
     // Qr[edge] . k_j, accumulated with the same K fragments
-    bool const edge_p2c = win.edge != 0 && p.p2c;
+    // (two instantiations rather than a branch around every mma: the branch cost a warpsync per mma)
     float sc[8][4] = {};
+    auto const compute_qk = [&]<bool kEdgeP2c>() {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      std::uint32_t const lo = win.edge == 2 ? qr_edge[1][kk][0] : qr_edge[0][kk][0];
-      std::uint32_t const hi = win.edge == 2 ? qr_edge[1][kk][1] : qr_edge[0][kk][1];
-      std::uint32_t const qr[4] = {lo, lo, hi, hi};
+      for (int kk = 0; kk < 4; ++kk) {
+        std::uint32_t qr[4] = {};
+        if constexpr (kEdgeP2c) {
+          std::uint32_t const lo = win.edge == 2 ? qr_edge[1][kk][0] : qr_edge[0][kk][0];
+          std::uint32_t const hi = win.edge == 2 ? qr_edge[1][kk][1] : qr_edge[0][kk][1];
+          qr[0] = qr[1] = lo;
+          qr[2] = qr[3] = hi;
+        }
 #pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        std::uint32_t kb[4];
-        mma::load_b_rows(kb, k_tile, 16 * np, 16 * kk);
-        mma::mma_16816<T>(sc[2 * np], qf[kk], kb[0], kb[1]);
-        mma::mma_16816<T>(sc[2 * np + 1], qf[kk], kb[2], kb[3]);
-        if (edge_p2c) {
-          mma::mma_16816<T>(sc[2 * np], qr, kb[0], kb[1]);
-          mma::mma_16816<T>(sc[2 * np + 1], qr, kb[2], kb[3]);
+        for (int np = 0; np < 4; ++np) {
+          std::uint32_t kb[4];
+          mma::load_b_rows(kb, k_tile, 16 * np, 16 * kk);
+          mma::mma_16816<T>(sc[2 * np], qf[kk], kb[0], kb[1]);
+          mma::mma_16816<T>(sc[2 * np + 1], qf[kk], kb[2], kb[3]);
+          if constexpr (kEdgeP2c) {
+            mma::mma_16816<T>(sc[2 * np], qr, kb[0], kb[1]);
+            mma::mma_16816<T>(sc[2 * np + 1], qr, kb[2], kb[3]);
+          }
         }
       }
+    };
+    if (win.edge != 0 && p.p2c) {
+      compute_qk.template operator()<true>();
+    } else {
+      compute_qk.template operator()<false>();
     }
     if (relative && win.edge != 0 && p.c2p) {  // scale and the edge tile's c2p row bias in one fma
 #pragma unroll

@@ -28,6 +28,7 @@ struct AttentionParams {
   float inv_scale;
   bool c2p;
   bool p2c;
+  bool contiguous;  // positions[t] - positions[first] == t - first in every sequence (no holes)
 };
 
 // The flash kernel family's traits. The primary template is the CUDA-core plan (any element type, head
