@@ -26,18 +26,15 @@
 
 namespace flashdeberta::eigen_ops {
 
-// Tile shape of the host flash kernel (kept for the micro-kernel path, not re-measured with it), measured on the 2-core
-// Xeon (Sapphire Rapids under KVM) of docs/benchmarks.md: v3-base shapes, one thread, -march=native, CPU ms at L = 2048
-// (L = 512), taken before the p2c projection used GEMM's alpha (which sped every shape up alike):
-//   BM x BN   32x256 328 (32.4)   64x64 332 (30.3)   64x128 304-336 (29.7)   64x256 299-304 (29.8)
-//             64x512 426 (34.9)   128x128 353 (37.4)   128x256 375 (41.2)
-// Wider key blocks amortize the per-row rescale of the (BM, d) accumulator and let Eigen pack larger
-// panels; at 64 x 512 the 128 KB tile, read by three passes (position terms, softmax, p.v), costs more
-// than that saves. Taller query blocks lost too (the (BM, 2k) c2p block and the accumulator outgrow
-// L1). The SSE2-only build is bound by Eigen's 4-wide GEMM and showed no preference above its noise.
+// Tile shape of the host flash kernel, measured on the 2-core Xeon (Sapphire Rapids under KVM) of docs/benchmarks.md,
+// v3-base shapes, -march=native, with the AVX-512 micro-kernels and the gather-free position blocks: at L = 2048 the
+// (64, 128) tile (32 KB of scores, inside the 48 KB L1 through the position, softmax and p.v passes) ran 3-8% faster
+// than (64, 256) (best of 4 single-thread runs under load, three rounds: 187-192 vs 191-200 ms CPU; two threads
+// 183 vs 220 ms in one round); (64, 64), (128, 64) and (128, 128) were not better. Before the micro-kernels, with
+// Eigen's products, 64 x 256 led (wider key blocks amortized Eigen's per-tile packing).
 struct HostFlashTile {
   static constexpr std::int64_t kBlockQ = 64;   // query rows per task
-  static constexpr std::int64_t kBlockK = 256;  // key columns per online-softmax step
+  static constexpr std::int64_t kBlockK = 128;  // key columns per online-softmax step
   static_assert(kBlockQ > 0 && kBlockK > 0, "tile extents must be positive");
   static constexpr bool is_valid() { return kBlockQ * kBlockK <= 256 * 1024; }  // scores tile within L2
 };
