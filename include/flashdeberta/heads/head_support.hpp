@@ -76,6 +76,8 @@ class HeadWeights {
       : policy_(policy), checkpoint_(checkpoint), head_(std::move(head)) {}
 
   bool has(std::string const& name) const { return checkpoint_.contains(name); }
+  // The checkpoint's config.json, for messages about what the config asks of the head.
+  std::string config_source() const { return (checkpoint_.directory() / "config.json").string(); }
   std::string const& head() const { return head_; }
 
   // `why` says where the required shape comes from, e.g. "num_labels = 3 from config.json".

@@ -20,10 +20,11 @@ class ContextPooler {
   ContextPooler(HeadWeights<P> const& w, ModelConfig const& c) : activation_(c.pooler_hidden_act) {
     // HF's pooler is Linear(pooler_hidden_size, pooler_hidden_size) applied to a hidden state of width
     // H and read by a classifier of input width H: it only runs when the two agree.
-    FLASHDEBERTA_REQUIRE(
-        c.pooler_hidden_size == c.hidden_size,
-        w.files() << ": the " << w.head() << " pools with pooler_hidden_size = " << c.pooler_hidden_size
-                  << ", which must equal hidden_size = " << c.hidden_size << " (HF cannot run this config either)");
+    FLASHDEBERTA_REQUIRE(c.pooler_hidden_size == c.hidden_size,
+                         w.config_source()
+                             << ": the " << w.head() << " pools with pooler_hidden_size = " << c.pooler_hidden_size
+                             << ", which must equal hidden_size = " << c.hidden_size
+                             << " (HF cannot run this config either)");
     dense_ = w.matrix("pooler.dense.weight", c.hidden_size, c.hidden_size, "pooler_hidden_size from config.json");
     bias_ = w.vector("pooler.dense.bias", c.hidden_size, "pooler_hidden_size from config.json");
   }

@@ -48,8 +48,9 @@ class QuestionAnsweringHead {
  private:
   QuestionAnsweringHead(HeadWeights<P> const& w, ModelConfig const& c) {
     // HF splits the logits into exactly two channels: any other num_labels fails there too.
-    FLASHDEBERTA_REQUIRE(c.num_labels == 2, w.files() << ": the question-answering head needs num_labels = 2 (start "
-                                                      << "and end logits); config.json gives " << num_labels_reason(c));
+    FLASHDEBERTA_REQUIRE(c.num_labels == 2, w.config_source()
+                                                << ": the question-answering head needs num_labels = 2 "
+                                                << "(start and end logits), not " << num_labels_reason(c));
     weight_ = w.matrix("qa_outputs.weight", 2, c.hidden_size, "2 x hidden_size");
     bias_ = w.vector("qa_outputs.bias", 2, "2 x hidden_size");
   }

@@ -1,0 +1,10 @@
+#include "flashdeberta/eigen/eigen_policy.hpp"
+#include "heads_suite.hpp"
+
+TEST_CASE("heads: HF fixtures through EigenPolicy") {
+  flashdeberta::testing::run_head_golden_suite(flashdeberta::EigenPolicy(2));
+}
+
+TEST_CASE("heads: errors through EigenPolicy") {
+  flashdeberta::testing::run_head_error_suite(flashdeberta::EigenPolicy(2));
+}

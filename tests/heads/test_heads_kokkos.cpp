@@ -1,0 +1,10 @@
+#include "flashdeberta/kokkos/kokkos_policy.hpp"
+#include "heads_suite.hpp"
+
+TEST_CASE("kokkos: heads: HF fixtures through KokkosPolicy") {
+  flashdeberta::testing::run_head_golden_suite(flashdeberta::KokkosPolicy<>{});
+}
+
+TEST_CASE("kokkos: heads: errors through KokkosPolicy") {
+  flashdeberta::testing::run_head_error_suite(flashdeberta::KokkosPolicy<>{});
+}
