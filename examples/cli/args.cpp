@@ -187,7 +187,27 @@ std::optional<RunOptions> parse_run_options(std::span<char const* const> args) {
   std::vector<OptionSpec> specs = common_specs(o.common, "run");
   specs.push_back({"input", true, true, [&o](std::string_view v) { o.input = std::filesystem::path(v); }});
   specs.push_back({"output", true, true, [&o](std::string_view v) { o.output = std::filesystem::path(v); }});
+  specs.push_back({"head", true, false, [&o](std::string_view v) {
+                     if (v == "auto") {
+                       o.head.reset();
+                     } else if (auto const kind = parse_head_kind(v)) {
+                       o.head = *kind;
+                     } else {
+                       usage_fail(
+                           "unknown head '" + std::string(v) + "' (expected auto, base, mlm, seqcls, tokcls, qa or mc)",
+                           "run");
+                     }
+                   }});
+  specs.push_back({"mask-token-id", true, false, [&o](std::string_view v) {
+                     o.mask_token_id =
+                         parse_integer("mask-token-id", v, 0, std::numeric_limits<std::int32_t>::max(), "run");
+                   }});
   if (!parse_options("run", args, specs)) return std::nullopt;
+  if (o.mask_token_id && o.head && *o.head != HeadKind::kMaskedLM) {
+    usage_fail(
+        "--mask-token-id selects masked-LM rows; it does not apply to --head " + std::string(head_kind_name(*o.head)),
+        "run");
+  }
   return o;
 }
 
@@ -220,7 +240,7 @@ std::string main_help() {
          ").\n"
          "\n"
          "commands:\n"
-         "  run      run the backbone on token ids from a JSON file, write last_hidden_state\n"
+         "  run      run the model (backbone or a head) on token ids from a JSON file\n"
          "  bench    time the forward pass on random token ids\n"
          "\n"
          "options:\n"
@@ -251,20 +271,36 @@ std::string backend_help() {
 
 std::string run_help() {
   return "usage: flashdeberta run --model DIR --input IN.json --output OUT.safetensors\n"
+         "                        [--head auto|base|mlm|seqcls|tokcls|qa|mc] [--mask-token-id ID]\n"
          "                        [--backend eigen|kokkos|cuda] [--attention flash|eager]\n"
          "                        [--dtype fp32|bf16|fp16] [--threads N]\n"
          "\n"
-         "Runs the DeBERTa backbone on token ids and writes its last hidden state.\n"
+         "Runs the DeBERTa backbone, or a head on it, on token ids and writes the outputs under HF's\n"
+         "field names.\n"
          "\n" +
          model_help() +
          "  --input IN.json      {\"input_ids\": [[...], ...], \"attention_mask\": ..., \"token_type_ids\": ...}\n"
          "                       each a nested list [B][L] of integers, or [B][C][L] for multiple choice;\n"
          "                       attention_mask (0/1, default all 1) and token_type_ids (default all 0)\n"
          "                       are optional\n"
-         "  --output OUT         safetensors file with float32 last_hidden_state [B, L, H]\n"
-         "                       ([B, C, L, H] for a [B][C][L] input). Positions with attention_mask 0\n"
-         "                       are zeros (HF leaves padding-dependent values there). Written\n"
-         "                       atomically: after any error no output file exists.\n" +
+         "  --head NAME          auto (default): the head config.json's architectures names (e.g.\n"
+         "                       DebertaV2ForSequenceClassification), the backbone when it names none;\n"
+         "                       base: the backbone; mlm: masked LM; seqcls: sequence classification;\n"
+         "                       tokcls: token classification; qa: question answering; mc: multiple\n"
+         "                       choice (v2/v3, [B][C][L] input)\n"
+         "  --mask-token-id ID   masked LM only: compute the logits of the tokens whose id is ID (e.g.\n"
+         "                       [MASK]) and write them as logits [M, V] with positions [M, 2] (row,\n"
+         "                       position in the row, int64) instead of logits [B, L, V]\n"
+         "  --output OUT         safetensors file, float32, padded as HF's outputs:\n"
+         "                         base    last_hidden_state [B, L, H] ([B, C, L, H] for [B][C][L])\n"
+         "                         mlm     logits [B, L, V]\n"
+         "                         seqcls  logits [B, num_labels] (label names in the metadata)\n"
+         "                         tokcls  logits [B, L, num_labels]\n"
+         "                         qa      start_logits [B, L], end_logits [B, L]\n"
+         "                         mc      logits [B, C]\n"
+         "                       Per-token values at positions with attention_mask 0 are zeros (HF\n"
+         "                       leaves padding-dependent values there). Written atomically: after\n"
+         "                       any error no output file exists.\n" +
          backend_help() +
          "  -h, --help           show this help\n"
          "\n"

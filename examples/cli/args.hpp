@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "flashdeberta/core/dtype.hpp"
+#include "flashdeberta/heads/head_kind.hpp"
 #include "flashdeberta/policy/op_args.hpp"
 
 namespace flashdeberta::cli {
@@ -38,6 +39,8 @@ struct RunOptions {
   CommonOptions common;
   std::filesystem::path input;
   std::filesystem::path output;
+  std::optional<HeadKind> head;               // nullopt: --head auto (config.json's architectures)
+  std::optional<std::int64_t> mask_token_id;  // masked LM: logits of the tokens with this id only
 };
 
 struct BenchOptions {

@@ -158,6 +158,27 @@ void check_against_config(TokenInput const& input, ModelConfig const& config, st
   }
 }
 
+void check_against_head(TokenInput const& input, HeadKind head) {
+  std::string const name(head_kind_name(head));
+  if (head == HeadKind::kMultipleChoice) {
+    FLASHDEBERTA_REQUIRE(input.shape.size() == 3, input.source
+                                                      << ": the mc head needs input_ids as [B][C][L] (C choices "
+                                                         "per example); this input is [B][L]");
+  } else if (head != HeadKind::kBase) {
+    FLASHDEBERTA_REQUIRE(input.shape.size() == 2, input.source
+                                                      << ": the " << name << " head needs input_ids as [B][L]; "
+                                                      << "this input is [B][C][L], which only mc and base take");
+  }
+  if (head != HeadKind::kSequenceClassification && head != HeadKind::kMultipleChoice) return;
+  std::int64_t const length = input.length();
+  for (std::int64_t row = 0; row < input.rows() && !input.mask.empty(); ++row) {
+    FLASHDEBERTA_REQUIRE(input.mask[row * length] == 1,
+                         input.source << ": " << element_name(kMask, input.shape, row * length) << " is 0, but the "
+                                      << name << " head pools position 0 of every row (HF's "
+                                      << "hidden_states[:, 0]); pad on the right");
+  }
+}
+
 Batch to_batch(TokenInput const& input, ModelConfig const& config) {
   std::span<std::int64_t const> types;
   if (config.type_vocab_size > 0) types = input.types;  // HF ignores them otherwise; so does the batch

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "flashdeberta/heads/head_kind.hpp"
 #include "flashdeberta/model/batch.hpp"
 #include "flashdeberta/model/model_config.hpp"
 
@@ -33,6 +34,11 @@ TokenInput read_token_input(std::filesystem::path const& path);
 // Checks the ids against the model: every input id (masked ones too, as HF looks them all up) below
 // vocab_size, token types below type_vocab_size when the model has token type embeddings.
 void check_against_config(TokenInput const& input, ModelConfig const& config, std::string const& config_source);
+
+// Checks the input's layout against the head: [B][C][L] for multiple choice, [B][L] for the other heads
+// (the backbone takes both), and for the pooling heads (seqcls, mc) attention_mask 1 at position 0 of
+// every row, since HF pools that position.
+void check_against_head(TokenInput const& input, HeadKind head);
 
 // The packed batch of the input (masked tokens dropped); token types only when the model uses them.
 Batch to_batch(TokenInput const& input, ModelConfig const& config);

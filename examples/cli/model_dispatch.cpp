@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "flashdeberta/eigen/eigen_policy.hpp"
+#include "flashdeberta/heads/deberta_with.hpp"
 #include "flashdeberta/io/config_json.hpp"
 #include "flashdeberta/model/deberta_model.hpp"
 #include "flashdeberta/variant/dispatch.hpp"
@@ -61,9 +62,33 @@ class TypedModel final : public LoadedModel {
 
   std::vector<float> forward_to_host(Batch const& batch) const override { return model_.forward_to_host(batch); }
   void forward(Batch const& batch) const override { (void)model_.forward(batch); }
+  HeadOutput forward_head(Batch const& batch, std::optional<std::int64_t>) const override {
+    HeadOutput out;
+    out.tensors.push_back(last_hidden_state_tensor(model_.forward_to_host(batch), model_.config().hidden_size));
+    return out;
+  }
 
  private:
   DebertaModel<V, P> model_;
+};
+
+template <Variant V, ExecutionPolicy P, template <class> class Head>
+class TypedHeadModel final : public LoadedModel {
+ public:
+  TypedHeadModel(P const& policy, std::filesystem::path const& directory, ModelOptions options)
+      : model_(DebertaWith<V, P, Head>::load(policy, directory, options)) {}
+
+  std::vector<float> forward_to_host(Batch const& batch) const override {
+    return model_.backbone().forward_to_host(batch);
+  }
+  void forward(Batch const& batch) const override { (void)model_.forward(batch); }
+  HeadOutput forward_head(Batch const& batch, std::optional<std::int64_t> mask_token_id) const override {
+    return model_.forward_to_host(batch,
+                                  mask_token_id ? HeadRequest::tokens_with_id(batch, *mask_token_id) : HeadRequest{});
+  }
+
+ private:
+  DebertaWith<V, P, Head> model_;
 };
 
 #if FLASHDEBERTA_CLI_HAS_KOKKOS
@@ -138,15 +163,19 @@ Backend::Backend(CommonOptions const& options) : state_(std::make_unique<State>(
 
 Backend::~Backend() = default;
 
-std::unique_ptr<LoadedModel> Backend::load(std::filesystem::path const& directory, ModelConfig const& config) const {
+std::unique_ptr<LoadedModel> Backend::load(std::filesystem::path const& directory, ModelConfig const& config,
+                                           HeadKind head) const {
 #if FLASHDEBERTA_CLI_HAS_CUDA
-  if (state_->cuda) return state_->cuda->load(directory, config, state_->attention);
+  if (state_->cuda) return state_->cuda->load(directory, config, state_->attention, head);
 #endif
   ModelOptions const options{.attention = state_->attention};
   return std::visit(
       [&]<ExecutionPolicy P>(P const& policy) {
         return dispatch_variant(config, [&]<Variant V>() -> std::unique_ptr<LoadedModel> {
-          return std::make_unique<TypedModel<V, P>>(policy, directory, options);
+          if (head == HeadKind::kBase) return std::make_unique<TypedModel<V, P>>(policy, directory, options);
+          return dispatch_head(head, [&]<template <class> class Head>() -> std::unique_ptr<LoadedModel> {
+            return std::make_unique<TypedHeadModel<V, P, Head>>(policy, directory, options);
+          });
         });
       },
       *state_->policy);

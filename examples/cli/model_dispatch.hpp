@@ -1,6 +1,7 @@
 // The CLI's one crossing from run time to compile time: --backend picks the policy, config.json picks the
-// variant, and the commands see the resulting DebertaModel<V, P> through a small interface, so only
-// model_dispatch.cpp instantiates the model templates.
+// variant, --head (or config.json's architectures) the head, and the commands see the resulting
+// DebertaModel<V, P> or DebertaWith<V, P, Head> through a small interface, so only model_dispatch.cpp
+// (and model_dispatch_cuda.cu) instantiate the model templates.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "args.hpp"
+#include "flashdeberta/heads/head_kind.hpp"
+#include "flashdeberta/heads/head_output.hpp"
 #include "flashdeberta/model/batch.hpp"
 #include "flashdeberta/model/model_config.hpp"
 
@@ -33,6 +36,9 @@ class LoadedModel {
   virtual ~LoadedModel() = default;
   // Packed (T, H) last hidden state in host memory.
   virtual std::vector<float> forward_to_host(Batch const& batch) const = 0;
+  // The loaded head's outputs in host memory (HF's field names); last_hidden_state for the backbone alone.
+  // `mask_token_id`: a masked LM computes the logits of the tokens with that id only.
+  virtual HeadOutput forward_head(Batch const& batch, std::optional<std::int64_t> mask_token_id) const = 0;
   // The forward pass to completion (the policy is fenced), its output discarded: what bench times.
   virtual void forward(Batch const& batch) const = 0;
   // The same, timed by the device, for backends whose work runs asynchronously on one (CUDA); nullopt
@@ -53,7 +59,9 @@ class Backend {
   Backend(Backend const&) = delete;
   Backend& operator=(Backend const&) = delete;
 
-  std::unique_ptr<LoadedModel> load(std::filesystem::path const& directory, ModelConfig const& config) const;
+  // `head`: the backbone alone (kBase) or one head on it, already resolved against `config`.
+  std::unique_ptr<LoadedModel> load(std::filesystem::path const& directory, ModelConfig const& config,
+                                    HeadKind head = HeadKind::kBase) const;
   int threads() const;  // the threads the policy really uses (0 on the command line resolved)
 
  private:

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include "flashdeberta/cuda/cuda_policy.hpp"
+#include "flashdeberta/heads/deberta_with.hpp"
 #include "flashdeberta/model/deberta_model.hpp"
 #include "flashdeberta/variant/dispatch.hpp"
 #include "model_dispatch_cuda.hpp"
@@ -40,6 +41,11 @@ class CudaModel final : public LoadedModel {
 
   std::vector<float> forward_to_host(Batch const& batch) const override { return model_.forward_to_host(batch); }
   void forward(Batch const& batch) const override { (void)model_.forward(batch); }
+  HeadOutput forward_head(Batch const& batch, std::optional<std::int64_t>) const override {
+    HeadOutput out;
+    out.tensors.push_back(last_hidden_state_tensor(model_.forward_to_host(batch), model_.config().hidden_size));
+    return out;
+  }
 
   // The interval covers the whole forward on the stream, input uploads included (forward ends fenced).
   std::optional<DeviceRun> device_forward(Batch const& batch) const override {
@@ -64,15 +70,38 @@ class CudaModel final : public LoadedModel {
   EventPair events_;
 };
 
+// A head on the backbone (run only; bench times the backbone alone).
+template <Variant V, template <class> class Head>
+class CudaHeadModel final : public LoadedModel {
+ public:
+  CudaHeadModel(CudaPolicy const& policy, std::filesystem::path const& directory, ModelOptions options)
+      : model_(DebertaWith<V, CudaPolicy, Head>::load(policy, directory, options)) {}
+
+  std::vector<float> forward_to_host(Batch const& batch) const override {
+    return model_.backbone().forward_to_host(batch);
+  }
+  void forward(Batch const& batch) const override { (void)model_.forward(batch); }
+  HeadOutput forward_head(Batch const& batch, std::optional<std::int64_t> mask_token_id) const override {
+    return model_.forward_to_host(batch,
+                                  mask_token_id ? HeadRequest::tokens_with_id(batch, *mask_token_id) : HeadRequest{});
+  }
+
+ private:
+  DebertaWith<V, CudaPolicy, Head> model_;
+};
+
 class CudaBackendImpl final : public CudaBackend {
  public:
   explicit CudaBackendImpl(DType dtype) : policy_(CudaOptions{.dtype = dtype}) {}
 
   std::unique_ptr<LoadedModel> load(std::filesystem::path const& directory, ModelConfig const& config,
-                                    AttentionImpl attention) const override {
+                                    AttentionImpl attention, HeadKind head) const override {
     ModelOptions const options{.attention = attention};
     return dispatch_variant(config, [&]<Variant V>() -> std::unique_ptr<LoadedModel> {
-      return std::make_unique<CudaModel<V>>(policy_, directory, options);
+      if (head == HeadKind::kBase) return std::make_unique<CudaModel<V>>(policy_, directory, options);
+      return dispatch_head(head, [&]<template <class> class Head>() -> std::unique_ptr<LoadedModel> {
+        return std::make_unique<CudaHeadModel<V, Head>>(policy_, directory, options);
+      });
     });
   }
 

@@ -16,7 +16,7 @@ class CudaBackend {
  public:
   virtual ~CudaBackend() = default;
   virtual std::unique_ptr<LoadedModel> load(std::filesystem::path const& directory, ModelConfig const& config,
-                                            AttentionImpl attention) const = 0;
+                                            AttentionImpl attention, HeadKind head) const = 0;
 };
 
 // A CudaPolicy computing in `dtype` (fp32, bf16 or fp16) on device 0. Throws flashdeberta::Error, naming
