@@ -14,5 +14,14 @@ int bench_command(BenchOptions const& options);
 // tokenize parses its own options (tokenize_command.cpp); it needs no backend.
 int tokenize_command(std::span<char const* const> args);
 std::string tokenize_help();
+// The pipeline commands (fill_mask_command.cpp, classify_command.cpp, ner_command.cpp, qa_command.cpp).
+int fill_mask_command(std::span<char const* const> args);
+int classify_command(std::span<char const* const> args);
+int ner_command(std::span<char const* const> args);
+int qa_command(std::span<char const* const> args);
+std::string fill_mask_help();
+std::string classify_help();
+std::string ner_help();
+std::string qa_help();
 
 }  // namespace flashdeberta::cli

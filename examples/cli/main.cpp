@@ -1,5 +1,6 @@
-// flashdeberta: the command-line front end of the library (run, bench, tokenize). See args.cpp and
-// tokenize_command.cpp for the usage texts.
+// flashdeberta: the command-line front end of the library (run, bench, tokenize, and the pipelines
+// fill-mask, classify, ner, qa). See args.cpp, tokenize_command.cpp and the *_command.cpp of the
+// pipelines for the usage texts.
 //
 // Contract with scripts: exit 0 on success, 2 for usage errors, 1 for any other error, and every error
 // is exactly one line on stderr starting with "flashdeberta: error: ". The run command never leaves a
@@ -51,10 +52,16 @@ int dispatch(std::span<char const* const> args) {
       std::cout << bench_help();
     } else if (topic == "tokenize") {
       std::cout << tokenize_help();
+    } else if (topic == "fill-mask" || topic == "classify" || topic == "ner" || topic == "qa") {
+      std::cout << (topic == "fill-mask"  ? fill_mask_help()
+                    : topic == "classify" ? classify_help()
+                    : topic == "ner"      ? ner_help()
+                                          : qa_help());
     } else if (topic.empty()) {
       std::cout << main_help();
     } else {
-      throw UsageError("no help for unknown command '" + std::string(topic) + "' (commands: run, bench, tokenize)");
+      throw UsageError("no help for unknown command '" + std::string(topic) +
+                       "' (commands: run, bench, tokenize, fill-mask, classify, ner, qa)");
     }
     return 0;
   }
@@ -75,11 +82,15 @@ int dispatch(std::span<char const* const> args) {
     return bench_command(*options);
   }
   if (command == "tokenize") return tokenize_command(rest);
+  if (command == "fill-mask") return fill_mask_command(rest);
+  if (command == "classify") return classify_command(rest);
+  if (command == "ner") return ner_command(rest);
+  if (command == "qa") return qa_command(rest);
   if (command.starts_with("-")) {
     throw UsageError("unknown option '" + std::string(command) + "' (see 'flashdeberta --help')");
   }
   throw UsageError("unknown command '" + std::string(command) +
-                   "' (commands: run, bench, tokenize; see 'flashdeberta --help')");
+                   "' (commands: run, bench, tokenize, fill-mask, classify, ner, qa; see 'flashdeberta --help')");
 }
 
 }  // namespace

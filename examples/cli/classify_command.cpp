@@ -1,0 +1,67 @@
+// flashdeberta classify: HF's text-classification pipeline with top_k=None. Every label of id2label with
+// its probability, highest first: softmax, or a sigmoid per label when config.json's problem_type is
+// multi_label_classification (or the model has one label).
+#include <iostream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "flashdeberta/heads/sequence_classification.hpp"
+#include "flashdeberta/pipelines/text_classification.hpp"
+#include "pipeline_common.hpp"
+
+namespace flashdeberta::cli {
+
+std::string classify_help() {
+  return "usage: flashdeberta classify --model DIR [options] [TEXT...]\n"
+         "\n"
+         "Classifies each TEXT (or, without TEXT, each line of stdin) with a sequence-classification\n"
+         "checkpoint (architectures Deberta*ForSequenceClassification), as HF's text-classification pipeline\n"
+         "with top_k=None. Prints {\"text\": ..., \"labels\": [{\"label\", \"score\"}, ...]}: every label of\n"
+         "config.json's id2label (LABEL_<i> without one), highest score first. Scores are the softmax over the\n"
+         "labels, or a sigmoid per label when problem_type is multi_label_classification or there is one label.\n"
+         "\n" +
+         pipeline_common_help();
+}
+
+int classify_command(std::span<char const* const> args) {
+  auto const options = parse_pipeline_options("classify", args, {}, true);
+  if (!options) {
+    std::cout << classify_help();
+    return 0;
+  }
+  Pipeline const pipeline(*options, HeadKind::kSequenceClassification, "classify");
+  tokenizer::Tokenizer const& tok = pipeline.tokenizer();
+  std::vector<std::string> const labels = label_names(pipeline.config());
+  pipelines::ScoreFunction const function = pipelines::classification_function(pipeline.problem_type(), labels.size());
+
+  for_each_batch(*options, [&](std::vector<std::string> const& texts, std::size_t first) {
+    std::vector<tokenizer::Encoding> encodings;
+    std::vector<std::size_t> sizes;
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+      try {
+        encodings.push_back(tok.encode(texts[i]));
+      } catch (Error const& e) {
+        fail_text(first + i, e.what());
+      }
+      sizes.push_back(encodings.back().size());
+    }
+    HeadOutput const out = pipeline.forward(encodings, std::nullopt, first);
+    std::vector<std::vector<float>> const logits = rows_by_sequence(out["logits"], sizes);
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+      nlohmann::ordered_json list = nlohmann::ordered_json::array();
+      for (auto const& s : pipelines::classify(logits[i], labels, function))
+        list.push_back({{"label", s.label}, {"score", s.score}});
+      nlohmann::ordered_json line;
+      line["text"] = texts[i];
+      line["labels"] = std::move(list);
+      std::cout << line.dump() << '\n';
+    }
+  });
+  return 0;
+}
+
+}  // namespace flashdeberta::cli

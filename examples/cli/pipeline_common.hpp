@@ -1,0 +1,95 @@
+// What the pipeline commands (fill-mask, classify, ner, qa) share: their options, the checkpoint with
+// its tokenizer and the head they need, texts from the command line or stdin in batches, the progress
+// bar, and the forward pass over a batch of encodings. The post-processing itself is the library's
+// (include/flashdeberta/pipelines/).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "args.hpp"
+#include "flashdeberta/heads/head_kind.hpp"
+#include "flashdeberta/heads/head_output.hpp"
+#include "flashdeberta/model/model_config.hpp"
+#include "flashdeberta/tokenizer/tokenizer.hpp"
+#include "model_dispatch.hpp"
+
+namespace flashdeberta::cli {
+
+struct PipelineOptions {
+  CommonOptions common;
+  std::optional<std::filesystem::path> tokenizer;  // default: --model
+  std::vector<std::string> texts;                  // empty: one text per line of stdin
+  bool progress = false;                           // --progress
+  std::int64_t batch_size = 8;
+  std::int64_t top_k = 5;               // fill-mask
+  std::optional<std::string> question;  // qa
+  std::optional<std::string> context;   // qa
+};
+
+// One extra option of a command: its name (without "--") and whether it needs a value.
+struct ExtraOption {
+  std::string_view name;
+  bool required = false;
+};
+
+// Parses `args` (after the command name). nullopt: --help was given. Texts are the positional arguments
+// (after "--" even those starting with '-'); `takes_texts` false makes any positional argument an error.
+std::optional<PipelineOptions> parse_pipeline_options(std::string_view command, std::span<char const* const> args,
+                                                      std::span<ExtraOption const> extras, bool takes_texts);
+
+// The usage lines every pipeline command shares (backend, dtype, ...), for the help texts.
+std::string pipeline_common_help();
+
+// A loaded checkpoint: config, tokenizer and the model with the head `command` needs.
+class Pipeline {
+ public:
+  // Checks config.json's architectures against `head` first (a usage error naming what the checkpoint
+  // holds), then loads the tokenizer and the model.
+  Pipeline(PipelineOptions const& options, HeadKind head, std::string_view command);
+  ~Pipeline();
+
+  ModelConfig const& config() const { return config_; }
+  tokenizer::Tokenizer const& tokenizer() const { return *tokenizer_; }
+  std::filesystem::path const& config_path() const { return config_path_; }
+  // config.json's problem_type, "" when absent.
+  std::string const& problem_type() const { return problem_type_; }
+
+  // The head over `encodings` as one packed batch; per-token outputs come back as one vector per
+  // encoding (rows in token order, `width` values each), per-sequence outputs as one row per encoding.
+  // `mask_token_id`: a masked LM computes only those tokens' rows. `first_text`: the number of the first
+  // encoding's text, for messages.
+  HeadOutput forward(std::vector<tokenizer::Encoding> const& encodings, std::optional<std::int64_t> mask_token_id,
+                     std::size_t first_text) const;
+
+ private:
+  ModelConfig config_;
+  std::filesystem::path config_path_;
+  std::string problem_type_;
+  std::optional<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<LoadedModel> model_;  // destroyed before backend_ (declared after it)
+};
+
+// A head tensor's rows for each sequence of the batch built from `sizes` (encoding lengths): per token
+// rows become [size * width] (zeros for tokens the head did not compute), per sequence rows [width].
+std::vector<std::vector<float>> rows_by_sequence(HostHeadTensor const& t, std::span<std::size_t const> sizes);
+
+// Calls `run(texts, first)` for batches of `batch_size` texts from options.texts or stdin lines (first:
+// the 1-based number of the batch's first text), drawing a progress bar on stderr when asked (--progress)
+// or, for texts given as arguments, when stdin and stderr are terminals.
+void for_each_batch(PipelineOptions const& options,
+                    std::function<void(std::vector<std::string> const& texts, std::size_t first)> const& run);
+
+// "text 3: <message>" for an error while handling text number `index`.
+[[noreturn]] void fail_text(std::size_t index, std::string const& message);
+
+}  // namespace flashdeberta::cli
