@@ -35,6 +35,11 @@ struct SlotWindow {
   int range = 0;        // diff_max - diff_min + 1
   bool narrow = false;  // range <= BM + BN: the tile's slot table maps diff - diff_min -> slot - first
   int edge = 0;         // 1 / 2: the window is the single slot of diffs <= -s / >= s (every saturated tile)
+  // Contiguous positions, not an edge tile: window row x holds the relative row of diff diff_min + x for
+  // x in [0, BM + BN - 1), diff_min taken as if the tile were full, so the c2p / p2c term of tile element
+  // (r, c) sits at x = r - c + BN - 1, an affine index the gather computes from the fragment coordinates
+  // (no slot table, key position or range check per score: ~30 instructions each before).
+  bool by_diff = false;
 };
 
 // out (16 rows of the warp, width) = a (16, 64) . window (width, 64)^T * scale, as fp16 with row stride kLd.
@@ -162,7 +167,29 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
     w.range = diff_max - w.diff_min + 1;
     w.narrow = w.range <= BM + BN;
     w.edge = w.slots != 1 ? 0 : (w.first == edge_hi ? 2 : (w.first == edge_lo ? 1 : 0));
+    if (p.contiguous && w.edge == 0) {
+      w.by_diff = true;
+      w.diff_min = qmin - (ka + BN - 1);  // ka: the tile's first key position
+      w.slots = BM + BN - 1;              // window rows
+    }
     return w;
+  };
+  // The by_diff window: row x <- the relative row of slot(diff_min + x); rows past BM + BN - 2 and head
+  // columns past d zero-filled.
+  auto const load_window_by_diff = [&](SlotWindow const& w) {
+    constexpr int kRows = (BM + BN - 1 + Tr::kWindowStep - 1) / Tr::kWindowStep * Tr::kWindowStep;
+    for (int idx = threadIdx.x; idx < kRows * 8; idx += kThreads) {
+      int const r = idx / 8, c = idx % 8;
+      bool const valid = r < BM + BN - 1 && c * 8 < d;
+      std::int64_t const slot = slot_of_diff(w.diff_min + min(r, BM + BN - 2));
+      if (p.c2p)
+        mma::cp_async_16(key_window + mma::swizzle(r, c), valid ? pos_key + slot * p.pos_key_ld + c * 8 : pos_key,
+                         valid);
+      if (p.p2c)
+        mma::cp_async_16(query_window + mma::swizzle(r, c),
+                         valid ? pos_query + slot * p.pos_query_ld + c * 8 : pos_query, valid);
+    }
+    mma::cp_async_commit();
   };
   // Kr / Qr rows of window chunk [c0, c0 + W) into shared memory, zero rows up to the next n16 step.
   auto const load_window = [&](SlotWindow const& w, int c0) {
@@ -179,6 +206,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
   // A general window's first chunk and its diff -> slot table; edge windows need neither.
   auto const prepare = [&](SlotWindow const& w, int table) {
     if (w.edge != 0) return;
+    if (w.by_diff) {
+      load_window_by_diff(w);
+      return;
+    }
     load_window(w, 0);
     if (w.narrow && w.slots > 1)
       for (int idx = threadIdx.x; idx < w.range; idx += kThreads)
@@ -328,6 +359,22 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
           prepare(next, buffer ^ 1);  // in flight during the gather, softmax, P.V and the next compute_qk
         }
         int const row_base = 16 * warp + g;
+        if (win.by_diff) {
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              int const row = row_base + 8 * (e >> 1);
+              int const col = 8 * nt + 2 * t + (e & 1);
+              int const x = row - col + BN - 1;
+              float term = 0.0f;
+              if (p.c2p) term += __half2float(c2p_s[row * kLd + x]);
+              if (p.p2c) term += __half2float(p2c_s[col * kLd + x]);
+              sc[nt][e] += term;
+            }
+          }
+          continue;  // one chunk: BM + BN - 1 rows fit the window
+        }
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
