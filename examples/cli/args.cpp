@@ -240,8 +240,13 @@ std::string main_help() {
          ").\n"
          "\n"
          "commands:\n"
-         "  run      run the model (backbone or a head) on token ids from a JSON file\n"
-         "  bench    time the forward pass on random token ids\n"
+         "  run        run the model (backbone or a head) on token ids from a JSON file\n"
+         "  bench      time the forward pass on random token ids\n"
+         "  tokenize   text -> input_ids, token_type_ids, attention_mask, offsets, tokens (JSON lines)\n"
+         "  fill-mask  the top tokens for each [MASK] of a text (masked-LM checkpoints)\n"
+         "  classify   labels with probabilities (sequence-classification checkpoints)\n"
+         "  ner        entity spans with labels, scores and offsets (token-classification checkpoints)\n"
+         "  qa         the answer span of a question in a context (question-answering checkpoints)\n"
          "\n"
          "options:\n"
          "  -h, --help   show this help; 'flashdeberta <command> --help' shows a command's options\n"
@@ -253,7 +258,8 @@ std::string main_help() {
 namespace {
 
 std::string model_help() {
-  return "  --model DIR          Hugging Face checkpoint directory (config.json + model.safetensors);\n"
+  return "  --model DIR          Hugging Face checkpoint directory (config.json + model.safetensors or\n"
+         "                       pytorch_model.bin, or their sharded indexes);\n"
          "                       config.json picks the variant: model_type deberta -> v1,\n"
          "                       deberta-v2 with conv_kernel_size > 0 -> v2, else v3\n";
 }
