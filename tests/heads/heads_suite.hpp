@@ -95,11 +95,14 @@ inline double field_error(HeadCase const& c, PaddedTensor const& ours, std::stri
   return worst;
 }
 
+// Loads the head model from `model_dir` (the fixture itself when empty; `from` names another source in
+// the messages) and compares it with the fixture's expected outputs.
 template <Variant V, ExecutionPolicy P, template <class> class Head>
-void check_head_case_with(P const& policy, HeadCase const& c) {
+void check_head_case_with(P const& policy, HeadCase const& c, std::filesystem::path const& model_dir = {},
+                          std::string const& from = {}) {
   using Model = DebertaWith<V, P, Head>;
-  Model model = Model::load(policy, c.dir);
-  std::string const name = c.dir.filename().string();
+  Model model = Model::load(policy, model_dir.empty() ? c.dir : model_dir);
+  std::string const name = c.dir.filename().string() + from;
   for (AttentionImpl impl : {AttentionImpl::kEager, AttentionImpl::kFlash}) {
     model.set_attention(impl);
     std::string const impl_name = impl == AttentionImpl::kEager ? "eager" : "flash";
@@ -129,24 +132,32 @@ void check_head_case_with(P const& policy, HeadCase const& c) {
   }
 }
 
+// One fixture through its variant and head kind (and, for a v3 checkpoint, the v2 code too), the model
+// loaded from `model_dir` (the fixture itself when empty).
+template <ExecutionPolicy P>
+void check_head_fixture(P const& policy, std::filesystem::path const& dir, std::filesystem::path const& model_dir = {},
+                        std::string const& from = {}) {
+  ModelConfig const config = load_model_config(dir);
+  HeadKind const kind = head_kind_from_config(config);
+  REQUIRE(kind != HeadKind::kBase);
+  HeadCase const c = read_head_case(dir);
+  dispatch_variant(config, [&]<Variant V>() {
+    dispatch_head(kind,
+                  [&]<template <class> class Head>() { check_head_case_with<V, P, Head>(policy, c, model_dir, from); });
+  });
+  // The v2 code also runs v3 checkpoints.
+  if (config.model_type == ModelType::kDebertaV2 && config.conv_kernel_size == 0) {
+    dispatch_head(
+        kind, [&]<template <class> class Head>() { check_head_case_with<V2, P, Head>(policy, c, model_dir, from); });
+  }
+}
+
 template <ExecutionPolicy P>
 void run_head_golden_suite(P const& policy) {
   auto const dirs = head_fixture_directories();
   REQUIRE_MESSAGE(dirs.size() > 1, "no head fixtures under " << heads_fixture_dir().string());
   for (auto const& dir : dirs) {
-    SUBCASE(dir.filename().string().c_str()) {
-      ModelConfig const config = load_model_config(dir);
-      HeadKind const kind = head_kind_from_config(config);
-      REQUIRE(kind != HeadKind::kBase);
-      HeadCase const c = read_head_case(dir);
-      dispatch_variant(config, [&]<Variant V>() {
-        dispatch_head(kind, [&]<template <class> class Head>() { check_head_case_with<V, P, Head>(policy, c); });
-      });
-      // The v2 code also runs v3 checkpoints.
-      if (config.model_type == ModelType::kDebertaV2 && config.conv_kernel_size == 0) {
-        dispatch_head(kind, [&]<template <class> class Head>() { check_head_case_with<V2, P, Head>(policy, c); });
-      }
-    }
+    SUBCASE(dir.filename().string().c_str()) { check_head_fixture(policy, dir); }
   }
 }
 

@@ -1,4 +1,5 @@
 #include "flashdeberta/kokkos/kokkos_policy.hpp"
+#include "heads_bin_suite.hpp"
 #include "heads_suite.hpp"
 
 TEST_CASE("kokkos: heads: HF fixtures through KokkosPolicy") {
@@ -7,4 +8,8 @@ TEST_CASE("kokkos: heads: HF fixtures through KokkosPolicy") {
 
 TEST_CASE("kokkos: heads: errors through KokkosPolicy") {
   flashdeberta::testing::run_head_error_suite(flashdeberta::KokkosPolicy<>{});
+}
+
+TEST_CASE("kokkos: heads: HF fixtures from pytorch_model.bin through KokkosPolicy") {
+  flashdeberta::testing::run_head_torch_bin_suite(flashdeberta::KokkosPolicy<>{});
 }
