@@ -182,6 +182,22 @@ bool parse_options(std::string_view command, std::span<char const* const> args, 
 
 }  // namespace
 
+bool apply_common_option(std::string_view command, CommonOptions& options, std::string_view name,
+                         std::string_view value) {
+  for (OptionSpec const& spec : common_specs(options, command)) {
+    if (spec.name == name) {
+      spec.apply(value);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::int64_t parse_integer_option(std::string_view command, std::string_view option, std::string_view text,
+                                  std::int64_t min, std::int64_t max) {
+  return parse_integer(option, text, min, max, command);
+}
+
 std::optional<RunOptions> parse_run_options(std::span<char const* const> args) {
   RunOptions o;
   std::vector<OptionSpec> specs = common_specs(o.common, "run");

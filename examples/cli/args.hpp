@@ -61,6 +61,16 @@ std::string describe_backend(CommonOptions const& options, int threads);
 // Whether this binary was built with the backend.
 bool backend_compiled_in(BackendKind backend);
 
+// Applies one of the options every model command shares (--model, --backend, --attention, --dtype,
+// --threads) with run's parsing and messages; false when `name` is none of them. For commands that parse
+// their own option lists (the pipeline commands).
+bool apply_common_option(std::string_view command, CommonOptions& options, std::string_view name,
+                         std::string_view value);
+
+// Whole-string integer in [min, max]; anything else is a UsageError naming --option and the command.
+std::int64_t parse_integer_option(std::string_view command, std::string_view option, std::string_view text,
+                                  std::int64_t min, std::int64_t max);
+
 // `args` excludes the program and command names. nullopt: --help was given and the help printed.
 std::optional<RunOptions> parse_run_options(std::span<char const* const> args);
 std::optional<BenchOptions> parse_bench_options(std::span<char const* const> args);

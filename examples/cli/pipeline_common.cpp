@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -19,57 +18,6 @@ namespace {
 
 [[noreturn]] void usage_fail(std::string_view command, std::string const& message) {
   throw UsageError(message + " (see 'flashdeberta " + std::string(command) + " --help')");
-}
-
-std::int64_t parse_integer(std::string_view command, std::string_view option, std::string_view text, std::int64_t min,
-                           std::int64_t max) {
-  std::int64_t value = 0;
-  auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
-    usage_fail(command, "--" + std::string(option) + " '" + std::string(text) + "' is not an integer in [" +
-                            std::to_string(min) + ", " + std::to_string(max) + "]");
-  }
-  return value;
-}
-
-// The options of run and bench that the pipelines share (same names, values and messages as args.cpp).
-bool apply_common(std::string_view command, CommonOptions& o, std::string_view name, std::string_view v) {
-  if (name == "model") {
-    o.model = std::filesystem::path(v);
-  } else if (name == "backend") {
-    if (v == "eigen") {
-      o.backend = BackendKind::kEigen;
-    } else if (v == "kokkos") {
-      o.backend = BackendKind::kKokkos;
-    } else if (v == "cuda") {
-      o.backend = BackendKind::kCuda;
-    } else {
-      usage_fail(command, "unknown backend '" + std::string(v) + "' (expected eigen, kokkos or cuda)");
-    }
-  } else if (name == "attention") {
-    if (v == "flash") {
-      o.attention = AttentionImpl::kFlash;
-    } else if (v == "eager") {
-      o.attention = AttentionImpl::kEager;
-    } else {
-      usage_fail(command, "unknown attention '" + std::string(v) + "' (expected flash or eager)");
-    }
-  } else if (name == "dtype") {
-    if (v == "fp32") {
-      o.dtype = DType::kF32;
-    } else if (v == "bf16") {
-      o.dtype = DType::kBF16;
-    } else if (v == "fp16") {
-      o.dtype = DType::kF16;
-    } else {
-      usage_fail(command, "unknown dtype '" + std::string(v) + "' (expected fp32, bf16 or fp16)");
-    }
-  } else if (name == "threads") {
-    o.threads = static_cast<int>(parse_integer(command, "threads", v, 0, 4096));
-  } else {
-    return false;
-  }
-  return true;
 }
 
 bool is_terminal(int fd) { return ::isatty(fd) == 1; }
@@ -198,13 +146,13 @@ std::optional<PipelineOptions> parse_pipeline_options(std::string_view command, 
     if (value.empty() && name != "question" && name != "context") {
       usage_fail(command, "option --" + name + " has an empty value");
     }
-    if (apply_common(command, o.common, name, value)) continue;
+    if (apply_common_option(command, o.common, name, value)) continue;
     if (name == "tokenizer") {
       o.tokenizer = std::filesystem::path(value);
     } else if (name == "batch-size") {
-      o.batch_size = parse_integer(command, name, value, 1, 4096);
+      o.batch_size = parse_integer_option(command, name, value, 1, 4096);
     } else if (name == "top-k") {
-      o.top_k = parse_integer(command, name, value, 1, 1000000);
+      o.top_k = parse_integer_option(command, name, value, 1, 1000000);
     } else if (name == "question") {
       o.question = value;
     } else if (name == "context") {
