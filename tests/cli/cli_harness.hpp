@@ -97,6 +97,30 @@ inline CliResult run_cli(std::vector<std::string> const& args) {
   return result;
 }
 
+// The same with stdin read from a file holding `input`.
+inline CliResult run_cli_stdin(std::vector<std::string> const& args, std::string const& input) {
+  ScratchDir const capture;
+  capture.write("stdin.txt", input);
+  std::string command = shell_quote(FLASHDEBERTA_CLI_PATH);
+  for (auto const& a : args) command += " " + shell_quote(a);
+  command += " <" + shell_quote((capture / "stdin.txt").string()) + " >" + shell_quote((capture / "stdout").string()) +
+             " 2>" + shell_quote((capture / "stderr").string());
+  int const raw = std::system(command.c_str());
+  CliResult result;
+  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  result.out = read_text(capture / "stdout");
+  result.err = read_text(capture / "stderr");
+  return result;
+}
+
+// Standard output of a command that prints one JSON object per line.
+inline std::vector<io::Json> json_lines(std::string const& out) {
+  std::vector<io::Json> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) lines.push_back(io::Json::parse(line));
+  return lines;
+}
+
 // The padded integer fields of a fixture's expected.safetensors as an input file: [B][L] lists.
 inline std::string input_json_from_fixture(std::filesystem::path const& dir, bool with_token_types = true) {
   SafetensorsFile const file = SafetensorsFile::open(dir / "expected.safetensors");

@@ -14,7 +14,9 @@
 #include "cli_harness.hpp"
 
 using flashdeberta::testing::CliResult;
+using flashdeberta::testing::json_lines;
 using flashdeberta::testing::run_cli;
+using flashdeberta::testing::run_cli_stdin;
 using flashdeberta::testing::ScratchDir;
 using flashdeberta::testing::shell_quote;
 using nlohmann::json;
@@ -40,28 +42,6 @@ bool have_fixture(std::string const& name) {
 json expected(std::string const& name) {
   std::ifstream in(fixture_dir(name) / "expected.json");
   return json::parse(in);
-}
-
-std::vector<json> json_lines(std::string const& out) {
-  std::vector<json> lines;
-  std::istringstream in(out);
-  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
-  return lines;
-}
-
-CliResult run_cli_stdin(std::vector<std::string> const& args, std::string const& input) {
-  ScratchDir const scratch;
-  scratch.write("stdin.txt", input);
-  std::string command = shell_quote(FLASHDEBERTA_CLI_PATH);
-  for (auto const& a : args) command += " " + shell_quote(a);
-  command += " <" + shell_quote((scratch / "stdin.txt").string()) + " >" + shell_quote((scratch / "out").string()) +
-             " 2>" + shell_quote((scratch / "err").string());
-  int const raw = std::system(command.c_str());
-  CliResult r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = flashdeberta::testing::read_text(scratch / "out");
-  r.err = flashdeberta::testing::read_text(scratch / "err");
-  return r;
 }
 
 void check_one_line_error(CliResult const& r, int status, std::string const& needle) {

@@ -11,7 +11,9 @@
 #include "flashdeberta/tokenizer/tokenizer.hpp"
 
 using flashdeberta::testing::CliResult;
+using flashdeberta::testing::json_lines;
 using flashdeberta::testing::run_cli;
+using flashdeberta::testing::run_cli_stdin;
 using flashdeberta::testing::ScratchDir;
 using flashdeberta::testing::shell_quote;
 using nlohmann::json;
@@ -20,13 +22,6 @@ namespace {
 
 std::string tokenizer_dir(std::string const& name) {
   return (std::filesystem::path(FLASHDEBERTA_FIXTURE_DIR) / "tokenizers" / name).string();
-}
-
-std::vector<json> json_lines(std::string const& out) {
-  std::vector<json> lines;
-  std::istringstream in(out);
-  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
-  return lines;
 }
 
 // What the CLI must print for `e`.
@@ -38,22 +33,6 @@ json expected_json(flashdeberta::Encoding const& e) {
               {"attention_mask", e.attention_mask},
               {"offsets", offsets},
               {"tokens", e.tokens}};
-}
-
-// The CLI with stdin read from a file holding `input`.
-CliResult run_cli_stdin(std::vector<std::string> const& args, std::string const& input) {
-  ScratchDir const scratch;
-  scratch.write("stdin.txt", input);
-  std::string command = shell_quote(FLASHDEBERTA_CLI_PATH);
-  for (auto const& a : args) command += " " + shell_quote(a);
-  command += " <" + shell_quote((scratch / "stdin.txt").string()) + " >" + shell_quote((scratch / "out").string()) +
-             " 2>" + shell_quote((scratch / "err").string());
-  int const raw = std::system(command.c_str());
-  CliResult r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = flashdeberta::testing::read_text(scratch / "out");
-  r.err = flashdeberta::testing::read_text(scratch / "err");
-  return r;
 }
 
 void check_one_line_error(CliResult const& r, int status, std::string const& needle) {
