@@ -3,7 +3,11 @@
 // the peak device memory of a forward beyond the weights. Correctness in the same run: the relative
 // error of each dtype's last hidden state against fp32 flash on the same weights and inputs.
 //
-//   time_forward_cuda [DIR] [--layers N]   (DIR: where the random checkpoint is written; default /tmp)
+//   time_forward_cuda [DIR] [--layers N] [--profile B L]
+//   DIR: where the random checkpoint is written (default /tmp). --profile: bf16 only, two warm-up forwards of
+//   B x L, then one between cudaProfilerStart / Stop (for `ncu --profile-from-start off`: a per-kernel
+//   breakdown of one forward).
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -149,10 +153,14 @@ int main(int argc, char** argv) {
   }
   std::filesystem::path root = "/tmp";
   Shape shape;
+  std::int64_t profile_batch = 0, profile_length = 0;
   for (int i = 1; i < argc; ++i) {
     std::string const arg = argv[i];
     if (arg == "--layers" && i + 1 < argc) {
       shape.layers = std::atoi(argv[++i]);
+    } else if (arg == "--profile" && i + 2 < argc) {
+      profile_batch = std::atoll(argv[++i]);
+      profile_length = std::atoll(argv[++i]);
     } else {
       root = arg;
     }
@@ -163,16 +171,36 @@ int main(int argc, char** argv) {
   FLASHDEBERTA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs; v3-base shape, %lld layers, random weights\n", prop.name, prop.multiProcessorCount,
               static_cast<long long>(shape.layers));
+  if (profile_batch > 0) {
+    auto const model =
+        fd::DebertaV3<fd::CudaPolicy>::load(fd::CudaPolicy(fd::CudaOptions{.dtype = fd::DType::kBF16}), dir);
+    fd::Batch const batch = random_batch(profile_batch, profile_length, shape.vocab, 7);
+    for (int i = 0; i < 2; ++i) (void)model.forward(batch);
+    FLASHDEBERTA_CUDA_CHECK(cudaProfilerStart());
+    (void)model.forward(batch);
+    FLASHDEBERTA_CUDA_CHECK(cudaProfilerStop());
+    return 0;
+  }
   std::printf("| B x L | dtype | median ms | min ms | tokens/s | peak extra MiB | rel. error vs fp32 |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   struct Case {
     std::int64_t batch, length;
     int repeats;
   };
-  std::vector<fd::DType> const dtypes{fd::DType::kF32, fd::DType::kBF16, fd::DType::kF16};
+  // The 16-bit rows fuse GELU as cuBLASLt's tanh form (the default); "bf16 erf" keeps the exact erf pass.
+  struct Variant {
+    fd::DType dtype;
+    bool fuse_gelu_tanh;
+    std::string name;
+  };
+  std::vector<Variant> const variants{{fd::DType::kF32, false, "f32"},
+                                      {fd::DType::kBF16, true, "bf16"},
+                                      {fd::DType::kBF16, false, "bf16 erf"},
+                                      {fd::DType::kF16, true, "f16"}};
   std::vector<fd::DebertaV3<fd::CudaPolicy>> models;
-  for (fd::DType dtype : dtypes)
-    models.push_back(fd::DebertaV3<fd::CudaPolicy>::load(fd::CudaPolicy(fd::CudaOptions{.dtype = dtype}), dir));
+  for (Variant const& v : variants)
+    models.push_back(fd::DebertaV3<fd::CudaPolicy>::load(
+        fd::CudaPolicy(fd::CudaOptions{.dtype = v.dtype, .fuse_gelu_tanh = v.fuse_gelu_tanh}), dir));
   for (Case const c : {Case{1, 128, 50}, Case{32, 512, 20}, Case{8, 1024, 10}, Case{1, 4096, 10}}) {
     fd::Batch const batch = random_batch(c.batch, c.length, shape.vocab, 7);
     std::vector<float> reference;
@@ -187,8 +215,8 @@ int main(int argc, char** argv) {
       Timing const t = time_forward(models[m], batch, c.repeats);
       double const tokens = static_cast<double>(c.batch * c.length);
       std::printf("| %lld x %lld | %s | %.3f | %.3f | %.0f | %.1f | %.2e |\n", static_cast<long long>(c.batch),
-                  static_cast<long long>(c.length), std::string(fd::dtype_name(dtypes[m])).c_str(), t.median_ms,
-                  t.min_ms, tokens / (t.median_ms * 1e-3), t.peak_extra_mib, err);
+                  static_cast<long long>(c.length), variants[m].name.c_str(), t.median_ms, t.min_ms,
+                  tokens / (t.median_ms * 1e-3), t.peak_extra_mib, err);
       std::fflush(stdout);
     }
   }

@@ -54,14 +54,20 @@ class CublasLtGemm {
     cublasLtDestroy(handle_);
   }
 
-  // Enqueues the product on stream with the bias (if any) fused; relu is fused when asked. Other
-  // activations are the caller's (cuBLASLt's GELU epilogue is the tanh approximation, not erf).
-  void run(GemmArgs const& g, bool fuse_relu, cudaStream_t stream) {
+  // The activations cuBLASLt can apply in its epilogue. Its GELU is the tanh form (HF's "gelu_new" /
+  // "gelu_pytorch_tanh"), not the erf form of "gelu".
+  enum class FusedActivation { kNone, kRelu, kGeluTanh };
+
+  // Enqueues the product on stream with the bias (if any) and the given activation fused; any other
+  // activation is the caller's.
+  void run(GemmArgs const& g, FusedActivation activation, cudaStream_t stream) {
     if (g.out.rows == 0 || g.out.cols == 0) return;
     FLASHDEBERTA_REQUIRE(g.a.cols > 0, "gemm with an empty inner dimension");
     bool const bias = g.bias != nullptr;
-    cublasLtEpilogue_t const epilogue = fuse_relu ? (bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
-                                                  : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+    cublasLtEpilogue_t epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (activation == FusedActivation::kRelu) epilogue = bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    if (activation == FusedActivation::kGeluTanh)
+      epilogue = bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
     Key const key{g.out.rows,
                   g.out.cols,
                   g.a.cols,

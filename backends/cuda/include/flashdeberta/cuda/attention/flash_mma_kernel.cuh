@@ -4,7 +4,7 @@
 // Per CTA: sequence b, head h, query rows [i0, i0 + 64); warp w owns rows [16w, 16w + 16). Once: the Q
 // fragments, and the position terms at the two edge slots (every |p_i - p_j| >= saturation). Per key tile:
 //   load_kv        keys, values and key positions of the next tile, cp.async into the other buffer
-//   compute_qk     S = Q . K^T (registers), times log2(e) / scale: softmax runs in base 2
+//   compute_qk     S = (Q log2(e) / scale) . K^T (registers; q scaled once): softmax runs in base 2
 //   position_terms the tile's slots are one contiguous range (delta is monotone in p_i - p_j):
 //                  - one edge slot (saturated tiles): p2c = Qr[edge] . k_j is accumulated with S by a
 //                    second mma on the same K fragments, c2p is the row's precomputed bias
@@ -42,14 +42,16 @@ struct SlotWindow {
   bool by_diff = false;
 };
 
-// out (16 rows of the warp, width) = a (16, 64) . window (width, 64)^T * scale, as fp16 with row stride kLd.
-// fp16 keeps 11 significant bits (bf16 8); the clamp keeps a pathological term finite.
-template <class Tr, class T>
-__device__ __forceinline__ void window_terms(__half* out, std::uint32_t const (&a)[4][4], T const* window, int width,
-                                             float scale) {
+// out (16 rows of the warp, window columns [n_begin, n_end)) = a (16, 64) . window (rows n_begin.., 64)^T *
+// scale, as fp16 with row stride kLd, stored at the window column. fp16 keeps 11 significant bits (bf16 8);
+// the saturating conversion keeps a pathological term finite.
+template <class Tr, bool kScale, class T>
+__device__ __forceinline__ void window_terms(__half* out, std::uint32_t const (&a)[4][4], T const* window, int n_begin,
+                                             int n_end, float scale) {
+  if constexpr (!kScale) scale = 1.0f;
   int const lane = threadIdx.x % 32;
   int const g = lane / 4, t = lane % 4;
-  for (int n0 = 0; n0 < width; n0 += Tr::kWindowStep) {
+  for (int n0 = n_begin; n0 < n_end; n0 += Tr::kWindowStep) {
     float acc[2][4] = {};
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
@@ -62,11 +64,9 @@ __device__ __forceinline__ void window_terms(__half* out, std::uint32_t const (&
     for (int half = 0; half < 2; ++half) {
       int const col = n0 + 8 * half + 2 * t;
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float const lo = fminf(fmaxf(acc[half][2 * r] * scale, -65504.0f), 65504.0f);
-        float const hi = fminf(fmaxf(acc[half][2 * r + 1] * scale, -65504.0f), 65504.0f);
-        *reinterpret_cast<__half2*>(out + (g + 8 * r) * Tr::kTermLd + col) = __floats2half2_rn(lo, hi);
-      }
+      for (int r = 0; r < 2; ++r)
+        *reinterpret_cast<std::uint32_t*>(out + (g + 8 * r) * Tr::kTermLd + col) =
+            mma::pack_half2_satfinite(acc[half][2 * r] * scale, acc[half][2 * r + 1] * scale);
     }
   }
 }
@@ -221,13 +221,19 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
   std::uint32_t qf[4][4];  // this warp's 16 query rows as A fragments, k = head columns 16kk..
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) mma::load_a(qf[kk], q_s, 16 * warp, 16 * kk);
+  // Scores are kept in log2 units, scaled: q is scaled once here (rounded to T, as HF rounds k / scale),
+  // so Q.K^T, the c2p terms and the edge c2p bias come out scaled; p2c (k . Qr) is scaled where stored.
   float const score_scale = p.inv_scale * kLog2e;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) qf[kk][i] = mma::scale_pair<T>(qf[kk][i], score_scale);
 
   // Edge slots, once per CTA: c2p of rows g, g + 8 at slots edge_lo / edge_hi (one mma per k16 step: B's
   // column 0 is Kr[edge_lo], column 1 Kr[edge_hi]; lane t = 0 of each quad receives both), and Qr at
   // both edge slots as A fragments whose 16 rows are all that row, so that Qr[edge] . k_j lands in the
   // score registers of every row of column j.
-  float c2p_edge[2][2] = {};            // [row r][lo, hi], scaled like the scores
+  float c2p_edge[2][2] = {};            // [row r][lo, hi], scaled like the scores (q is)
   std::uint32_t qr_edge[2][4][2] = {};  // [lo, hi][kk][head columns 16kk + 2t, 16kk + 8 + 2t]
   if (p.c2p) {
     float acc[4] = {};
@@ -242,7 +248,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
 #pragma unroll
     for (int r = 0; r < 2; ++r)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) c2p_edge[r][e] = __shfl_sync(0xffffffffu, acc[2 * r + e], quad) * score_scale;
+      for (int e = 0; e < 2; ++e) c2p_edge[r][e] = __shfl_sync(0xffffffffu, acc[2 * r + e], quad);
   }
   if (p.p2c) {
 #pragma unroll
@@ -250,8 +256,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
       T const* row = pos_query + static_cast<std::int64_t>(e == 0 ? edge_lo : edge_hi) * p.pos_query_ld;
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        qr_edge[e][kk][0] = load_pair(row, 16 * kk + 2 * t, d);
-        qr_edge[e][kk][1] = load_pair(row, 16 * kk + 8 + 2 * t, d);
+        qr_edge[e][kk][0] = mma::scale_pair<T>(load_pair(row, 16 * kk + 2 * t, d), score_scale);
+        qr_edge[e][kk][1] = mma::scale_pair<T>(load_pair(row, 16 * kk + 8 + 2 * t, d), score_scale);
       }
     }
   }
@@ -317,18 +323,13 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
     } else {
       compute_qk.template operator()<false>();
     }
-    if (relative && win.edge != 0 && p.c2p) {  // scale and the edge tile's c2p row bias in one fma
+    if (relative && win.edge != 0 && p.c2p) {  // the edge tile's c2p row bias
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float const bias = win.edge == 2 ? c2p_edge[e >> 1][1] : c2p_edge[e >> 1][0];
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) sc[nt][e] = fmaf(sc[nt][e], score_scale, bias);
+        for (int nt = 0; nt < 8; ++nt) sc[nt][e] += bias;
       }
-    } else {
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) sc[nt][e] *= score_scale;
     }
 
     if (relative && win.edge != 0) {
@@ -345,13 +346,22 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
           mma::cp_async_wait<0>();
           __syncthreads();
         }
+        // Window columns each warp needs: all of a general chunk; in a by_diff window the 16 rows of warp w
+        // read x = row - col + BN - 1 in [16w, 16w + BN + 15) for c2p and its 16 keys x in [BM - 16 - 16w,
+        // BM + BN - 1 - 16w) for p2c: 80 of the 128 columns each.
         int const width = (min(W, win.slots - c0) + Tr::kWindowStep - 1) / Tr::kWindowStep * Tr::kWindowStep;
-        if (p.c2p) window_terms<Tr>(c2p_s + 16 * warp * kLd, qf, key_window, width, score_scale);
+        int const c2p_begin = win.by_diff ? 16 * warp : 0;
+        int const p2c_begin = win.by_diff ? BM - 16 - 16 * warp : 0;
+        int const by_diff_width = win.by_diff ? BN + 16 : width;
+        if (p.c2p)
+          window_terms<Tr, false>(c2p_s + 16 * warp * kLd, qf, key_window, c2p_begin, c2p_begin + by_diff_width,
+                                  score_scale);
         if (p.p2c) {
           std::uint32_t kf[4][4];  // this warp's 16 keys of the tile as A fragments
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) mma::load_a(kf[kk], k_tile, 16 * warp, 16 * kk);
-          window_terms<Tr>(p2c_s + 16 * warp * kLd, kf, query_window, width, score_scale);
+          window_terms<Tr, true>(p2c_s + 16 * warp * kLd, kf, query_window, p2c_begin, p2c_begin + by_diff_width,
+                                 score_scale);
         }
         __syncthreads();  // terms visible to every warp; the window buffers are free
         if (c0 + W >= win.slots && has_next) {
@@ -360,18 +370,31 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
         }
         int const row_base = 16 * warp + g;
         if (win.by_diff) {
+          // with both terms they are added in fp16 (one more rounding of 2^-11, one conversion less)
+          auto const gather = [&]<bool kC2p, bool kP2c>() {
 #pragma unroll
-          for (int nt = 0; nt < 8; ++nt) {
+            for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              int const row = row_base + 8 * (e >> 1);
-              int const col = 8 * nt + 2 * t + (e & 1);
-              int const x = row - col + BN - 1;
-              float term = 0.0f;
-              if (p.c2p) term += __half2float(c2p_s[row * kLd + x]);
-              if (p.p2c) term += __half2float(p2c_s[col * kLd + x]);
-              sc[nt][e] += term;
+              for (int e = 0; e < 4; ++e) {
+                int const row = row_base + 8 * (e >> 1);
+                int const col = 8 * nt + 2 * t + (e & 1);
+                int const x = row - col + BN - 1;
+                if constexpr (kC2p && kP2c) {
+                  sc[nt][e] += __half2float(__hadd(c2p_s[row * kLd + x], p2c_s[col * kLd + x]));
+                } else if constexpr (kC2p) {
+                  sc[nt][e] += __half2float(c2p_s[row * kLd + x]);
+                } else {
+                  sc[nt][e] += __half2float(p2c_s[col * kLd + x]);
+                }
+              }
             }
+          };
+          if (p.c2p && p.p2c) {
+            gather.template operator()<true, true>();
+          } else if (p.c2p) {
+            gather.template operator()<true, false>();
+          } else {
+            gather.template operator()<false, true>();
           }
           continue;  // one chunk: BM + BN - 1 rows fit the window
         }

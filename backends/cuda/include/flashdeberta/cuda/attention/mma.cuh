@@ -133,6 +133,30 @@ __device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
   }
 }
 
+// The register of two 16-bit values times a float, rounded back to the element type.
+template <class T>
+__device__ __forceinline__ std::uint32_t scale_pair(std::uint32_t pair, float scale) {
+  float lo, hi;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    float2 const v = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 const*>(&pair));
+    lo = v.x;
+    hi = v.y;
+  } else {
+    float2 const v = __half22float2(*reinterpret_cast<__half2 const*>(&pair));
+    lo = v.x;
+    hi = v.y;
+  }
+  return pack2<T>(lo * scale, hi * scale);
+}
+
+// Two floats as fp16x2 (lo in the lower half), rounded to nearest and saturated to +-65504 in one
+// instruction (NaN stays NaN).
+__device__ __forceinline__ std::uint32_t pack_half2_satfinite(float lo, float hi) {
+  std::uint32_t r;
+  asm("cvt.rn.satfinite.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
