@@ -284,7 +284,12 @@ class CudaPolicy {
     if (a.impl == AttentionImpl::kEager) {
       cuda_kernels::attention_eager(a, context_->limits, stream());
     } else {
-      cuda_kernels::attention_flash(a, context_->limits, stream());
+      // by-diff relative tables (a few MB), returned to the cache right after: later work on the stream
+      // is ordered behind the kernel that reads them
+      std::size_t const bytes = cuda_kernels::attention_workspace_bytes(a, context_->limits);
+      Buffer workspace;
+      if (bytes > 0) workspace = allocate(static_cast<std::int64_t>((bytes + 3) / 4), DType::kI32);
+      cuda_kernels::attention_flash(a, context_->limits, stream(), workspace.data());
     }
   }
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "flashdeberta/cuda/attention/by_diff_tables.cuh"
 #include "flashdeberta/cuda/attention/eager_kernel.cuh"
 #include "flashdeberta/cuda/attention/flash_fwd_kernel.cuh"
 #include "flashdeberta/cuda/attention/flash_mma_kernel.cuh"
@@ -100,6 +101,26 @@ inline bool flash_mma_applies(AttentionArgs const& a, DeviceLimits const& limits
          FlashTraits<__half, 64, true>::is_valid(limits.max_smem_per_block);
 }
 
+// Whether the tensor-core kernel reads by-diff tables for this call (by_diff_tables.cuh): contiguous
+// positions, a full head of 64 (the window copies whole 64-column rows) and at least one position term.
+inline bool uses_by_diff_tables(AttentionArgs const& a, DeviceLimits const& limits) {
+  return flash_mma_applies(a, limits) && a.sequences.contiguous_positions && a.head_size == 64 &&
+         (!a.pos_key.empty() || !a.pos_query.empty());
+}
+
+inline ByDiffLayout by_diff_layout_for(AttentionArgs const& a) {
+  using Traits = FlashTraits<__half, 64, true>;
+  return by_diff_layout(a.saturation, a.sequences.max_seqlen, a.num_heads * a.head_size, Traits::kWindow);
+}
+
+// Device workspace bytes attention_flash needs for this call (0: none).
+inline std::size_t attention_workspace_bytes(AttentionArgs const& a, DeviceLimits const& limits) {
+  if (a.sequences.total_tokens == 0 || a.sequences.max_seqlen == 0 || !uses_by_diff_tables(a, limits)) return 0;
+  ByDiffLayout const layout = by_diff_layout_for(a);
+  int const tables = (a.pos_key.empty() ? 0 : 1) + (a.pos_query.empty() ? 0 : 1);
+  return static_cast<std::size_t>(tables * layout.rows * layout.ld) * dtype_size(a.q.dtype);
+}
+
 // Launches kernel with Traits' dynamic shared memory, raising the kernel's limit past 48 KiB first (once
 // per kernel and device: the attribute is per device context).
 template <class Traits>
@@ -119,13 +140,35 @@ void launch_flash(void (*kernel)(AttentionParams), dim3 grid, AttentionParams co
   FLASHDEBERTA_CUDA_CHECK_LAUNCH();
 }
 
-inline void attention_flash(AttentionArgs const& a, DeviceLimits const& limits, cudaStream_t stream) {
+// workspace: attention_workspace_bytes(a, limits) bytes of device memory, free for this call's use on stream.
+inline void attention_flash(AttentionArgs const& a, DeviceLimits const& limits, cudaStream_t stream,
+                            void* workspace = nullptr) {
   if (a.sequences.total_tokens == 0 || a.sequences.max_seqlen == 0) return;
-  AttentionParams const params = attention_params(a);
+  AttentionParams params = attention_params(a);
   if (flash_mma_applies(a, limits)) {
     // Only 16-bit instantiations exist for the tensor-core plan: fp32 never reaches here.
     auto const run = [&]<class T>() {
       using Traits = FlashTraits<T, 64, true>;
+      if (uses_by_diff_tables(a, limits)) {
+        FLASHDEBERTA_REQUIRE(workspace != nullptr, "attention_flash needs " << attention_workspace_bytes(a, limits)
+                                                                            << " bytes of workspace for this call");
+        ByDiffLayout const layout = by_diff_layout_for(a);
+        T* next = static_cast<T*>(workspace);
+        if (!a.pos_key.empty()) {
+          build_by_diff_table(next, static_cast<T const*>(a.pos_key.data), a.pos_key.ld, a.relative_index,
+                              static_cast<int>(a.saturation), layout, stream);
+          params.key_by_diff = next;
+          next += layout.rows * layout.ld;
+        }
+        if (!a.pos_query.empty()) {
+          build_by_diff_table(next, static_cast<T const*>(a.pos_query.data), a.pos_query.ld, a.relative_index,
+                              static_cast<int>(a.saturation), layout, stream);
+          params.query_by_diff = next;
+        }
+        params.by_diff_ld = layout.ld;
+        params.by_diff_offset = layout.offset;
+        params.by_diff_rows = static_cast<int>(layout.rows);
+      }
       launch_flash<Traits>(flash_mma::flash_mma_kernel<Traits>, attention_grid(a, Traits::kBlockM), params, stream);
     };
     if (a.q.dtype == DType::kBF16) {

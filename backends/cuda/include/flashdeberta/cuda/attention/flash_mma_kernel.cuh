@@ -44,14 +44,15 @@ struct SlotWindow {
 
 // out (16 rows of the warp, window columns [n_begin, n_end)) = a (16, 64) . window (rows n_begin.., 64)^T *
 // scale, as fp16 with row stride kLd, stored at the window column. fp16 keeps 11 significant bits (bf16 8);
-// the saturating conversion keeps a pathological term finite.
-template <class Tr, bool kScale, class T>
+// the saturating conversion keeps a pathological term finite. kSteps > 0: exactly kSteps n16 steps, unrolled
+// so that the next step's mma overlaps this step's stores (with two warps per scheduler nothing else hides
+// the mma latency); 0: n_end decides, at run time.
+template <class Tr, bool kScale, int kSteps, class T>
 __device__ __forceinline__ void window_terms(__half* out, std::uint32_t const (&a)[4][4], T const* window, int n_begin,
                                              int n_end, float scale) {
-  if constexpr (!kScale) scale = 1.0f;
   int const lane = threadIdx.x % 32;
   int const g = lane / 4, t = lane % 4;
-  for (int n0 = n_begin; n0 < n_end; n0 += Tr::kWindowStep) {
+  auto const step = [&](int n0) {
     float acc[2][4] = {};
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
@@ -64,10 +65,21 @@ __device__ __forceinline__ void window_terms(__half* out, std::uint32_t const (&
     for (int half = 0; half < 2; ++half) {
       int const col = n0 + 8 * half + 2 * t;
 #pragma unroll
-      for (int r = 0; r < 2; ++r)
-        *reinterpret_cast<std::uint32_t*>(out + (g + 8 * r) * Tr::kTermLd + col) =
-            mma::pack_half2_satfinite(acc[half][2 * r] * scale, acc[half][2 * r + 1] * scale);
+      for (int r = 0; r < 2; ++r) {
+        float lo = acc[half][2 * r], hi = acc[half][2 * r + 1];
+        if constexpr (kScale) {
+          lo *= scale;
+          hi *= scale;
+        }
+        *reinterpret_cast<std::uint32_t*>(out + (g + 8 * r) * Tr::kTermLd + col) = mma::pack_half2_satfinite(lo, hi);
+      }
     }
+  };
+  if constexpr (kSteps > 0) {
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i) step(n_begin + i * Tr::kWindowStep);
+  } else {
+    for (int n0 = n_begin; n0 < n_end; n0 += Tr::kWindowStep) step(n0);
   }
 }
 
@@ -178,6 +190,19 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
   // columns past d zero-filled.
   auto const load_window_by_diff = [&](SlotWindow const& w) {
     constexpr int kRows = (BM + BN - 1 + Tr::kWindowStep - 1) / Tr::kWindowStep * Tr::kWindowStep;
+    if (p.by_diff_ld != 0) {  // 128 consecutive rows of the by-diff tables (row 127 is never gathered)
+      // the clamp only guards memory: by_diff_layout covers every window start
+      std::int64_t const row0 = min(max(w.diff_min + p.by_diff_offset, 0), p.by_diff_rows - kRows);
+      std::int64_t const column = static_cast<std::int64_t>(h) * Tr::kHeadDim;
+      if (p.c2p)
+        mma::load_full_tile_async<kThreads, kRows>(
+            key_window, static_cast<T const*>(p.key_by_diff) + row0 * p.by_diff_ld + column, p.by_diff_ld);
+      if (p.p2c)
+        mma::load_full_tile_async<kThreads, kRows>(
+            query_window, static_cast<T const*>(p.query_by_diff) + row0 * p.by_diff_ld + column, p.by_diff_ld);
+      mma::cp_async_commit();
+      return;
+    }
     for (int idx = threadIdx.x; idx < kRows * 8; idx += kThreads) {
       int const r = idx / 8, c = idx % 8;
       bool const valid = r < BM + BN - 1 && c * 8 < d;
@@ -350,18 +375,24 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
         // read x = row - col + BN - 1 in [16w, 16w + BN + 15) for c2p and its 16 keys x in [BM - 16 - 16w,
         // BM + BN - 1 - 16w) for p2c: 80 of the 128 columns each.
         int const width = (min(W, win.slots - c0) + Tr::kWindowStep - 1) / Tr::kWindowStep * Tr::kWindowStep;
-        int const c2p_begin = win.by_diff ? 16 * warp : 0;
-        int const p2c_begin = win.by_diff ? BM - 16 - 16 * warp : 0;
-        int const by_diff_width = win.by_diff ? BN + 16 : width;
-        if (p.c2p)
-          window_terms<Tr, false>(c2p_s + 16 * warp * kLd, qf, key_window, c2p_begin, c2p_begin + by_diff_width,
-                                  score_scale);
-        if (p.p2c) {
-          std::uint32_t kf[4][4];  // this warp's 16 keys of the tile as A fragments
+        if (win.by_diff) {
+          constexpr int kSteps = (BN + 16) / Tr::kWindowStep;
+          int const c2p_begin = 16 * warp, p2c_begin = BM - 16 - 16 * warp;
+          if (p.c2p) window_terms<Tr, false, kSteps>(c2p_s + 16 * warp * kLd, qf, key_window, c2p_begin, 0, 1.0f);
+          if (p.p2c) {
+            std::uint32_t kf[4][4];  // this warp's 16 keys of the tile as A fragments
 #pragma unroll
-          for (int kk = 0; kk < 4; ++kk) mma::load_a(kf[kk], k_tile, 16 * warp, 16 * kk);
-          window_terms<Tr, true>(p2c_s + 16 * warp * kLd, kf, query_window, p2c_begin, p2c_begin + by_diff_width,
-                                 score_scale);
+            for (int kk = 0; kk < 4; ++kk) mma::load_a(kf[kk], k_tile, 16 * warp, 16 * kk);
+            window_terms<Tr, true, kSteps>(p2c_s + 16 * warp * kLd, kf, query_window, p2c_begin, 0, score_scale);
+          }
+        } else {
+          if (p.c2p) window_terms<Tr, false, 0>(c2p_s + 16 * warp * kLd, qf, key_window, 0, width, 1.0f);
+          if (p.p2c) {
+            std::uint32_t kf[4][4];
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk) mma::load_a(kf[kk], k_tile, 16 * warp, 16 * kk);
+            window_terms<Tr, true, 0>(p2c_s + 16 * warp * kLd, kf, query_window, 0, width, score_scale);
+          }
         }
         __syncthreads();  // terms visible to every warp; the window buffers are free
         if (c0 + W >= win.slots && has_next) {

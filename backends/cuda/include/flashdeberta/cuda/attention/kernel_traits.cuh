@@ -29,6 +29,13 @@ struct AttentionParams {
   bool c2p;
   bool p2c;
   bool contiguous;  // positions[t] - positions[first] == t - first in every sequence (no holes)
+  // Tensor-core kernel, contiguous positions, head size 64: Kr / Qr indexed by difference (by_diff_tables.cuh);
+  // by_diff_ld == 0 when absent.
+  void const* key_by_diff = nullptr;
+  void const* query_by_diff = nullptr;
+  std::int64_t by_diff_ld = 0;
+  int by_diff_offset = 0;
+  int by_diff_rows = 0;
 };
 
 // The flash kernel family's traits. The primary template is the CUDA-core plan (any element type, head
