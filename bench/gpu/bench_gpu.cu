@@ -2,12 +2,15 @@
 // c2p + p2c): disentangled attention alone, and the whole 12-layer forward on random weights.
 //   attention/B/L   one attention call on random q, k, v and position tables
 //   model/B/L       DebertaV3<CudaPolicy>::forward on random token ids (ends fenced, uploads included)
+//   whole_model_graph/B/L  the same forward through CudaGraphForward (the id copy, one graph launch and
+//            the fence per iteration; captured before timing), on the small shapes where launches dominate
 // Each iteration is timed with CUDA events on the policy's stream (UseManualTime). Counters:
 //   TFLOP/s  attention: 4 B L^2 D H (Q.K^T and P.V, the convention of docs/performance.md; the position
 //            terms are not counted); model: that x layers + 2 T x (the linear layers' weights)
 //   tokens/s B L per second
 //   peak_MiB device memory in use at the peak of the timed iterations beyond what was in use before
-//            them (the inputs and, for the model, the weights)
+//            them (the inputs and, for the model, the weights); for the graph runner, the device memory
+//            its graph holds (its private pool, every block of which stays reserved while it is cached)
 // bench/compare_gpu.py runs torch SDPA and HF eager on the same shapes and tabulates the ratios.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "flashdeberta/cuda/cuda_policy.hpp"
+#include "flashdeberta/cuda/graph_forward.hpp"
 #include "flashdeberta/math/relative_position.hpp"
 #include "flashdeberta/model/deberta_model.hpp"
 #include "random_weights.hpp"
@@ -74,12 +78,18 @@ std::vector<float> random_values(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
-void set_counters(benchmark::State& state, double flop_per_iteration, double tokens, std::size_t before) {
+// peak_bytes: the memory figure to report (see peak_MiB above).
+void set_counters(benchmark::State& state, double flop_per_iteration, double tokens, std::size_t peak_bytes) {
   double const iterations = static_cast<double>(state.iterations());
   state.counters["TFLOP/s"] = benchmark::Counter(flop_per_iteration * iterations * 1e-12, benchmark::Counter::kIsRate);
   state.counters["tokens/s"] = benchmark::Counter(tokens * iterations, benchmark::Counter::kIsRate);
+  state.counters["peak_MiB"] = static_cast<double>(peak_bytes) / (1 << 20);
+}
+
+// Peak device memory in use since `before` was taken (and reset_peak_memory called), beyond `before`.
+std::size_t peak_since(std::size_t before) {
   std::size_t const peak = policy().memory_stats().peak_in_use_bytes;
-  state.counters["peak_MiB"] = static_cast<double>(peak > before ? peak - before : 0) / (1 << 20);
+  return peak > before ? peak - before : 0;
 }
 
 void attention(benchmark::State& state) {
@@ -131,7 +141,7 @@ void attention(benchmark::State& state) {
   EventTimer timer;
   for (auto _ : state) state.SetIterationTime(timer.seconds(p.stream(), [&] { p.disentangled_attention(args); }));
   double const flop = 4.0 * static_cast<double>(batch) * static_cast<double>(length) * length * kHeadSize * kHeads;
-  set_counters(state, flop, static_cast<double>(tokens), before);
+  set_counters(state, flop, static_cast<double>(tokens), peak_since(before));
 }
 
 fd::DebertaV3<fd::CudaPolicy> const& model() {
@@ -146,39 +156,77 @@ fd::DebertaV3<fd::CudaPolicy> const& model() {
   return m;
 }
 
-void whole_model(benchmark::State& state) {
-  if (!have_gpu()) return state.SkipWithError("no CUDA device");
-  auto const& m = model();
-  std::int64_t const batch = state.range(0), length = state.range(1);
+fd::Batch random_batch(std::int64_t batch, std::int64_t length) {
   std::mt19937 gen(7);
   fd::Batch input;
   std::vector<std::int32_t> ids(static_cast<std::size_t>(length));
   for (std::int64_t b = 0; b < batch; ++b) {
-    for (auto& id : ids) id = static_cast<std::int32_t>(gen() % static_cast<std::uint32_t>(m.config().vocab_size));
+    for (auto& id : ids)
+      id = static_cast<std::int32_t>(gen() % static_cast<std::uint32_t>(model().config().vocab_size));
     input.add_sequence(ids);
   }
-  (void)m.forward(input);  // warm-up: plans, caches
-  std::size_t const before = policy().memory_stats().in_use_bytes;
-  policy().reset_peak_memory();
-  EventTimer timer;
-  for (auto _ : state) state.SetIterationTime(timer.seconds(policy().stream(), [&] { (void)m.forward(input); }));
-  fd::ModelConfig const& c = m.config();
+  return input;
+}
+
+// The model's forward FLOPs: 2 T x the linear layers' weights, plus 4 B L^2 H per layer for attention.
+double model_flop(std::int64_t batch, std::int64_t length) {
+  fd::ModelConfig const& c = model().config();
   double const tokens = static_cast<double>(batch * length);
   double const linear =
       2.0 * tokens * c.num_layers * (4.0 * c.hidden_size * c.hidden_size + 2.0 * c.hidden_size * c.intermediate_size);
   double const attn =
       4.0 * static_cast<double>(batch) * static_cast<double>(length) * length * c.hidden_size * c.num_layers;
-  set_counters(state, linear + attn, tokens, before);
+  return linear + attn;
+}
+
+void whole_model(benchmark::State& state) {
+  if (!have_gpu()) return state.SkipWithError("no CUDA device");
+  auto const& m = model();
+  std::int64_t const batch = state.range(0), length = state.range(1);
+  fd::Batch const input = random_batch(batch, length);
+  (void)m.forward(input);  // warm-up: plans, caches
+  std::size_t const before = policy().memory_stats().in_use_bytes;
+  policy().reset_peak_memory();
+  EventTimer timer;
+  for (auto _ : state) state.SetIterationTime(timer.seconds(policy().stream(), [&] { (void)m.forward(input); }));
+  set_counters(state, model_flop(batch, length), static_cast<double>(batch * length), peak_since(before));
+}
+
+void whole_model_graph(benchmark::State& state) {
+  if (!have_gpu()) return state.SkipWithError("no CUDA device");
+  std::int64_t const batch = state.range(0), length = state.range(1);
+  fd::Batch const input = random_batch(batch, length);
+  fd::CudaGraphForward graphs(model());
+  (void)graphs.forward(input);  // warm-up and capture
+  EventTimer timer;
+  for (auto _ : state) state.SetIterationTime(timer.seconds(policy().stream(), [&] { (void)graphs.forward(input); }));
+  if (graphs.stats().captures != 1 || graphs.stats().uncaptured != 0)
+    return state.SkipWithError("the batch did not replay one graph");
+  fd::cuda_detail::CachingAllocator::Stats const pools = graphs.memory_stats();
+  set_counters(state, model_flop(batch, length), static_cast<double>(batch * length),
+               pools.in_use_bytes + pools.cached_bytes);
+}
+
+void timed(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"B", "L"})->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
 }
 
 // B = 1 from 128 to 32768 tokens, then the issue's batched shapes.
 void shapes(benchmark::internal::Benchmark* b) {
   for (std::int64_t length = 128; length <= 32768; length *= 2) b->Args({1, length});
   b->Args({8, 1024})->Args({32, 512});
-  b->ArgNames({"B", "L"})->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
+  timed(b);
+}
+
+// Where launch overhead dominates: the graph runner, and the plain forward on the one shape shapes() lacks.
+void small_shapes(benchmark::internal::Benchmark* b) {
+  b->Args({1, 128})->Args({1, 256})->Args({1, 512})->Args({4, 128});
+  timed(b);
 }
 
 }  // namespace
 
 BENCHMARK(attention)->Apply(shapes);
 BENCHMARK(whole_model)->Apply(shapes);
+BENCHMARK(whole_model)->Args({4, 128})->Apply(timed);
+BENCHMARK(whole_model_graph)->Apply(small_shapes);

@@ -4,7 +4,8 @@
 # Binaries come prebuilt in a bundle made on the build machine (../shared/tools/device-bundle):
 #   tests/cuda/run_on_device.sh BUNDLE [STEP...]
 #   STEP: ops golden time hf memcheck (the default set), cli (test_cli with the bundled flashdeberta),
-#         bench (bench_gpu, then bench/compare_gpu.py: torch SDPA and HF eager in the same call)
+#         bench (bench_gpu, then bench/compare_gpu.py: torch SDPA and HF eager in the same call),
+#         graph (test_graph_cuda: CudaGraphForward against the plain forward, then under memcheck)
 # Logs go to $OUT (the device tool's output folder) or /tmp/cuda_logs; a summary is printed.
 set -uo pipefail
 bundle=$(cd "${1:?bundle directory}" && pwd)
@@ -54,6 +55,11 @@ for s in $steps; do
       step compare 300 python3 bench/compare_gpu.py --ours "$out/bench_gpu.json" \
         --out "$out/gpu-$(date +%F).md" --commit "${FLASHDEBERTA_COMMIT:-unknown}"
       cat "$out/gpu-$(date +%F).md"
+      ;;
+    graph)
+      step graph 300 "$bundle/bin/test_graph_cuda"
+      step memcheck_graph 420 "$sanitizer" --tool memcheck --error-exitcode 9 "$bundle/bin/test_graph_cuda"
+      grep -h "ERROR SUMMARY" "$out/memcheck_graph.log"
       ;;
     memcheck)
       step memcheck_ops 300 "$sanitizer" --tool memcheck --error-exitcode 9 "$bundle/bin/test_ops_cuda"

@@ -31,9 +31,9 @@ class Embeddings {
     std::int64_t const h = config_.hidden_size;
     auto summed = ctx.activation(e);  // (T, E)
     EmbeddingArgs args;
-    args.ids = static_cast<std::int32_t const*>(ctx.input_ids.data());
+    args.ids = ctx.input_ids;
     args.positions = ctx.sequences.positions;
-    args.token_types = static_cast<std::int32_t const*>(ctx.token_type_ids.data());
+    args.token_types = ctx.token_type_ids;
     args.word = word_.ref();
     if (config_.position_biased_input) args.position = position_.ref();
     if (config_.type_vocab_size > 0) args.token_type = token_type_.ref();

@@ -75,10 +75,19 @@ class DebertaModel {
     batch.validate(config_);
     FLASHDEBERTA_REQUIRE(batch.batch_size() > 0, "forward needs at least one sequence");
     ForwardContext<P> const ctx(policy_, batch, options_.attention);
+    HiddenStates<P> states = enqueue_forward(ctx);
+    if (states.tokens > 0) policy_.fence();
+    return states;
+  }
+
+  // Advanced: enqueues the forward of a context the caller built and returns without waiting; the
+  // states are ready after policy().fence(). Nothing here validates ids (forward does, with
+  // Batch::validate: ids outside the tables would be read out of bounds) or synchronizes, so that
+  // CudaGraphForward can capture it; ctx's arrays must stay alive until the work has run.
+  HiddenStates<P> enqueue_forward(ForwardContext<P> const& ctx) const {
     if (ctx.tokens() == 0) return {policy_.allocate(0, policy_.compute_dtype()), 0, config_.hidden_size};
     auto embedded = weights_.embeddings.forward(ctx);
     auto hidden = weights_.encoder.forward(ctx, std::move(embedded));
-    policy_.fence();
     return {std::move(hidden), ctx.tokens(), config_.hidden_size};
   }
 

@@ -4,8 +4,9 @@
 // in fp32 (GEMM accumulation, softmax, LayerNorm statistics). F32 is strict IEEE (no TF32).
 //
 // Every operation is enqueued on the policy's stream without synchronizing; upload (weights), download
-// and fence synchronize; upload_indices does not. This header holds device code: include it from CUDA
-// translation units (nvcc) only.
+// and fence synchronize; upload_indices does not. While the stream is being captured into a CUDA graph
+// (CudaGraphForward), the synchronizing calls and the staged index uploads throw instead of breaking the
+// capture. This header holds device code: include it from CUDA translation units (nvcc) only.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -47,10 +48,12 @@ struct CudaOptions {
 class CudaBuffer {
  public:
   CudaBuffer() = default;
-  CudaBuffer(std::shared_ptr<cuda_detail::CachingAllocator> allocator, std::int64_t size, DType dtype)
+  // `stream`: the stream the buffer is used on (see CachingAllocator::allocate).
+  CudaBuffer(std::shared_ptr<cuda_detail::CachingAllocator> allocator, std::int64_t size, DType dtype,
+             cudaStream_t stream)
       : allocator_(std::move(allocator)), size_(size), dtype_(dtype) {
     FLASHDEBERTA_REQUIRE(size >= 0, "cannot allocate a buffer of " << size << " elements");
-    data_ = allocator_->allocate(size_bytes());
+    data_ = allocator_->allocate(size_bytes(), stream);
   }
   CudaBuffer(CudaBuffer&& other) noexcept
       : allocator_(std::move(other.allocator_)),
@@ -99,6 +102,7 @@ struct CudaContext {
   bool fuse_gelu_tanh = true;  // CudaOptions::fuse_gelu_tanh
   cuda_kernels::DeviceLimits limits;
   std::shared_ptr<CachingAllocator> allocator;
+  std::shared_ptr<CachingAllocator> pool;  // when set, allocations come from it instead (CudaPolicy::PoolScope)
   cudaStream_t stream = nullptr;
   std::unique_ptr<CublasLtGemm> gemm;
   std::unique_ptr<PinnedStaging> staging;  // index uploads: pinned, asynchronous
@@ -161,11 +165,39 @@ class CudaPolicy {
 
   Buffer allocate(std::int64_t size, DType dtype) const {
     context_->activate();
-    return Buffer(context_->allocator, size, dtype);
+    return Buffer(context_->pool ? context_->pool : context_->allocator, size, dtype, stream());
+  }
+
+  // Advanced: while a PoolScope lives, allocate() of this policy and of every copy of it draws from
+  // `pool` instead of the shared cache; buffers return to the pool they came from. CudaGraphForward
+  // gives each graph a pool of its own this way, so that the blocks a graph replays into are never
+  // handed to anyone else. Scopes nest (each restores the one before). A scope holds for the policy, not
+  // for a thread: while it lives, no other thread may allocate through the policy or a copy of it.
+  class PoolScope {
+   public:
+    PoolScope(PoolScope const&) = delete;
+    PoolScope& operator=(PoolScope const&) = delete;
+    ~PoolScope() { context_->pool = std::move(previous_); }
+
+   private:
+    friend class CudaPolicy;
+    PoolScope(std::shared_ptr<cuda_detail::CudaContext> context, std::shared_ptr<cuda_detail::CachingAllocator> pool)
+        : context_(std::move(context)), previous_(std::exchange(context_->pool, std::move(pool))) {}
+
+    std::shared_ptr<cuda_detail::CudaContext> context_;
+    std::shared_ptr<cuda_detail::CachingAllocator> previous_;
+  };
+
+  std::shared_ptr<cuda_detail::CachingAllocator> make_pool() const {
+    return std::make_shared<cuda_detail::CachingAllocator>(context_->device);
+  }
+  [[nodiscard]] PoolScope allocate_from(std::shared_ptr<cuda_detail::CachingAllocator> pool) const {
+    return PoolScope(context_, std::move(pool));
   }
 
   // Converts on the host (round-to-nearest-even) and copies; synchronous.
   Buffer upload(std::span<float const> host, DType dtype) const {
+    require_not_capturing("upload");
     FLASHDEBERTA_REQUIRE(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
                          "CudaPolicy stores floating-point data as F32, BF16 or F16, not " << dtype_name(dtype));
     Buffer buffer = allocate(static_cast<std::int64_t>(host.size()), dtype);
@@ -182,11 +214,24 @@ class CudaPolicy {
   }
 
   // Asynchronous: staged through pinned memory (PinnedStaging), so a forward pass's index uploads do
-  // not synchronize the stream.
+  // not synchronize the stream. Refused during capture: a captured copy would re-read its ring slot at
+  // every replay, after later uploads have overwritten it.
   Buffer upload_indices(std::span<std::int32_t const> host) const {
+    require_not_capturing("upload_indices");
     Buffer buffer = allocate(static_cast<std::int64_t>(host.size()), DType::kI32);
     context_->staging->copy_to_device(buffer.data(), host.data(), host.size_bytes(), stream());
     return buffer;
+  }
+
+  // upload_indices into an int32 buffer of exactly host.size() elements that already exists.
+  void upload_indices_into(Buffer const& destination, std::span<std::int32_t const> host) const {
+    require_not_capturing("upload_indices_into");
+    FLASHDEBERTA_REQUIRE(
+        destination.dtype() == DType::kI32 && destination.size() == static_cast<std::int64_t>(host.size()),
+        "upload of " << host.size() << " int32 indices into a buffer of " << destination.size() << " "
+                     << dtype_name(destination.dtype()) << " elements");
+    context_->activate();
+    context_->staging->copy_to_device(destination.data(), host.data(), host.size_bytes(), stream());
   }
 
   // Waits for the work enqueued before it, converts to float on the device and copies to host.
@@ -196,6 +241,7 @@ class CudaPolicy {
                          "download of " << buffer.size() << " " << dtype_name(buffer.dtype()) << " elements into "
                                         << host.size() << " floats");
     if (host.empty()) return;
+    require_not_capturing("download");
     context_->activate();
     cudaStream_t const s = stream();
     if (buffer.dtype() == DType::kF32) {
@@ -293,9 +339,27 @@ class CudaPolicy {
     }
   }
 
-  void fence() const { FLASHDEBERTA_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+  // Throws while the stream is being captured rather than skip the wait: a caller that fences reads the
+  // results next, and there are none until the graph is launched (DebertaModel::enqueue_forward is the
+  // forward without its fence, for capture).
+  void fence() const {
+    require_not_capturing("fence");
+    FLASHDEBERTA_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
+
+  bool stream_is_capturing() const {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    FLASHDEBERTA_CUDA_CHECK(cudaStreamIsCapturing(stream(), &status));
+    return status != cudaStreamCaptureStatusNone;
+  }
 
  private:
+  void require_not_capturing(char const* operation) const {
+    FLASHDEBERTA_REQUIRE(!stream_is_capturing(), "CudaPolicy::" << operation
+                                                                << " was called while the policy's stream is being "
+                                                                   "captured into a CUDA graph, where it cannot run");
+  }
+
   // The host memory may be pageable and is released by the caller right after: wait for the copy.
   template <class T>
   void copy_to_device(T const* host, Buffer const& buffer) const {

@@ -52,6 +52,7 @@ class DeviceBuffer {
 // Size-binned free lists of device blocks. Blocks are handed out and returned in host order while the
 // kernels using them run later on one stream; that is safe because every user of a policy's memory is
 // ordered on the policy's single stream (a block returned here is only reused by work enqueued after it).
+// A policy has one shared cache; CudaGraphForward gives each captured graph a private one (a pool).
 class CachingAllocator {
  public:
   struct Stats {
@@ -73,7 +74,10 @@ class CachingAllocator {
     return (bytes + unit - 1) / unit * unit;
   }
 
-  void* allocate(std::size_t bytes) {
+  // `stream` is the stream the block is used on. A miss while that stream is being captured into a CUDA
+  // graph throws instead of calling cudaMalloc: capture forbids it, and a graph would keep using an
+  // address it never allocates on replay. Capturing code warms the cache up with an eager run first.
+  void* allocate(std::size_t bytes, cudaStream_t stream) {
     if (bytes == 0) return nullptr;
     std::size_t const size = bin_size(bytes);
     std::lock_guard<std::mutex> const lock(mutex_);
@@ -84,6 +88,12 @@ class CachingAllocator {
       bin.pop_back();
       stats_.cached_bytes -= size;
     } else {
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      FLASHDEBERTA_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+      FLASHDEBERTA_REQUIRE(capture == cudaStreamCaptureStatusNone,
+                           "a block of " << size << " bytes was not in the device cache while its stream is "
+                                         << "being captured into a CUDA graph, and capture cannot call cudaMalloc; "
+                                         << "run the same work once uncaptured first, so the cache holds it");
       block = device_malloc(size);
     }
     stats_.in_use_bytes += size;
