@@ -156,13 +156,14 @@ inline void attention_flash(AttentionArgs const& a, DeviceLimits const& limits, 
         T* next = static_cast<T*>(workspace);
         if (!a.pos_key.empty()) {
           build_by_diff_table(next, static_cast<T const*>(a.pos_key.data), a.pos_key.ld, a.relative_index,
-                              static_cast<int>(a.saturation), layout, stream);
+                              static_cast<int>(a.saturation), layout, 1.0f, stream);
           params.key_by_diff = next;
           next += layout.rows * layout.ld;
         }
         if (!a.pos_query.empty()) {
+          // pre-scaled like the kernel's q: scores are in log2 units
           build_by_diff_table(next, static_cast<T const*>(a.pos_query.data), a.pos_query.ld, a.relative_index,
-                              static_cast<int>(a.saturation), layout, stream);
+                              static_cast<int>(a.saturation), layout, params.inv_scale * 1.4426950408889634f, stream);
           params.query_by_diff = next;
         }
         params.by_diff_ld = layout.ld;

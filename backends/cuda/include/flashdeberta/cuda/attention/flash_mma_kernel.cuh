@@ -49,37 +49,45 @@ struct SlotWindow {
 // the mma latency); 0: n_end decides, at run time.
 template <class Tr, bool kScale, int kSteps, class T>
 __device__ __forceinline__ void window_terms(__half* out, std::uint32_t const (&a)[4][4], T const* window, int n_begin,
-                                             int n_end, float scale) {
+                                             int n_end, float scale, int const (&row_offset)[4]) {
   int const lane = threadIdx.x % 32;
   int const g = lane / 4, t = lane % 4;
-  auto const step = [&](int n0) {
-    float acc[2][4] = {};
+  // kCount n16 steps from n0 with independent accumulators: 2 kCount mma chains in flight instead of 2
+  auto const steps = [&]<int kCount>(int n0) {
+    float acc[kCount][2][4] = {};
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      std::uint32_t b[4];
-      mma::load_b_rows(b, window, n0, 16 * kk);
-      mma::mma_16816<T>(acc[0], a[kk], b[0], b[1]);
-      mma::mma_16816<T>(acc[1], a[kk], b[2], b[3]);
+#pragma unroll
+      for (int i = 0; i < kCount; ++i) {
+        std::uint32_t b[4];
+        mma::ldmatrix_x4(b, window + (n0 + i * Tr::kWindowStep) * 64 + row_offset[kk]);
+        mma::mma_16816<T>(acc[i][0], a[kk], b[0], b[1]);
+        mma::mma_16816<T>(acc[i][1], a[kk], b[2], b[3]);
+      }
     }
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      int const col = n0 + 8 * half + 2 * t;
+    for (int i = 0; i < kCount; ++i) {
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float lo = acc[half][2 * r], hi = acc[half][2 * r + 1];
-        if constexpr (kScale) {
-          lo *= scale;
-          hi *= scale;
+      for (int half = 0; half < 2; ++half) {
+        int const col = n0 + i * Tr::kWindowStep + 8 * half + 2 * t;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float lo = acc[i][half][2 * r], hi = acc[i][half][2 * r + 1];
+          if constexpr (kScale) {
+            lo *= scale;
+            hi *= scale;
+          }
+          *reinterpret_cast<std::uint32_t*>(out + (g + 8 * r) * Tr::kTermLd + col) = mma::pack_half2_satfinite(lo, hi);
         }
-        *reinterpret_cast<std::uint32_t*>(out + (g + 8 * r) * Tr::kTermLd + col) = mma::pack_half2_satfinite(lo, hi);
       }
     }
   };
   if constexpr (kSteps > 0) {
 #pragma unroll
-    for (int i = 0; i < kSteps; ++i) step(n_begin + i * Tr::kWindowStep);
+    for (int i = 0; i + 1 < kSteps; i += 2) steps.template operator()<2>(n_begin + i * Tr::kWindowStep);
+    if constexpr (kSteps % 2 == 1) steps.template operator()<1>(n_begin + (kSteps - 1) * Tr::kWindowStep);
   } else {
-    for (int n0 = n_begin; n0 < n_end; n0 += Tr::kWindowStep) step(n0);
+    for (int n0 = n_begin; n0 < n_end; n0 += Tr::kWindowStep) steps.template operator()<1>(n0);
   }
 }
 
@@ -249,6 +257,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
   // Scores are kept in log2 units, scaled: q is scaled once here (rounded to T, as HF rounds k / scale),
   // so Q.K^T, the c2p terms and the edge c2p bias come out scaled; p2c (k . Qr) is scaled where stored.
   float const score_scale = p.inv_scale * kLog2e;
+  int row_offset[4], col_offset[4];  // mma::b_rows_offset / b_cols_offset, computed once
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    row_offset[i] = mma::b_rows_offset(i);
+    col_offset[i] = mma::b_cols_offset(i);
+  }
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
@@ -333,7 +347,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
 #pragma unroll
         for (int np = 0; np < 4; ++np) {
           std::uint32_t kb[4];
-          mma::load_b_rows(kb, k_tile, 16 * np, 16 * kk);
+          mma::ldmatrix_x4(kb, k_tile + 16 * np * 64 + row_offset[kk]);
           mma::mma_16816<T>(sc[2 * np], qf[kk], kb[0], kb[1]);
           mma::mma_16816<T>(sc[2 * np + 1], qf[kk], kb[2], kb[3]);
           if constexpr (kEdgeP2c) {
@@ -378,20 +392,27 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
         if (win.by_diff) {
           constexpr int kSteps = (BN + 16) / Tr::kWindowStep;
           int const c2p_begin = 16 * warp, p2c_begin = BM - 16 - 16 * warp;
-          if (p.c2p) window_terms<Tr, false, kSteps>(c2p_s + 16 * warp * kLd, qf, key_window, c2p_begin, 0, 1.0f);
+          if (p.c2p)
+            window_terms<Tr, false, kSteps>(c2p_s + 16 * warp * kLd, qf, key_window, c2p_begin, 0, 1.0f, row_offset);
           if (p.p2c) {
             std::uint32_t kf[4][4];  // this warp's 16 keys of the tile as A fragments
 #pragma unroll
             for (int kk = 0; kk < 4; ++kk) mma::load_a(kf[kk], k_tile, 16 * warp, 16 * kk);
-            window_terms<Tr, true, kSteps>(p2c_s + 16 * warp * kLd, kf, query_window, p2c_begin, 0, score_scale);
+            if (p.by_diff_ld != 0) {  // the by-diff Qr table is pre-scaled (dispatch.cuh)
+              window_terms<Tr, false, kSteps>(p2c_s + 16 * warp * kLd, kf, query_window, p2c_begin, 0, 1.0f,
+                                              row_offset);
+            } else {
+              window_terms<Tr, true, kSteps>(p2c_s + 16 * warp * kLd, kf, query_window, p2c_begin, 0, score_scale,
+                                             row_offset);
+            }
           }
         } else {
-          if (p.c2p) window_terms<Tr, false, 0>(c2p_s + 16 * warp * kLd, qf, key_window, 0, width, 1.0f);
+          if (p.c2p) window_terms<Tr, false, 0>(c2p_s + 16 * warp * kLd, qf, key_window, 0, width, 1.0f, row_offset);
           if (p.p2c) {
             std::uint32_t kf[4][4];
 #pragma unroll
             for (int kk = 0; kk < 4; ++kk) mma::load_a(kf[kk], k_tile, 16 * warp, 16 * kk);
-            window_terms<Tr, true, 0>(p2c_s + 16 * warp * kLd, kf, query_window, 0, width, score_scale);
+            window_terms<Tr, true, 0>(p2c_s + 16 * warp * kLd, kf, query_window, 0, width, score_scale, row_offset);
           }
         }
         __syncthreads();  // terms visible to every warp; the window buffers are free
@@ -490,7 +511,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         std::uint32_t vb[4];
-        mma::load_b_cols(vb, v_tile, 16 * kk, 16 * np);
+        mma::ldmatrix_x4_trans(vb, v_tile + 16 * kk * 64 + col_offset[np]);
         mma::mma_16816<T>(o[2 * np], a, vb[0], vb[1]);
         mma::mma_16816<T>(o[2 * np + 1], a, vb[2], vb[3]);
       }

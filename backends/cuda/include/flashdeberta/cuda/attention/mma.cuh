@@ -102,6 +102,22 @@ __device__ __forceinline__ void load_b_cols(std::uint32_t (&b)[4], T const* tile
   ldmatrix_x4_trans(b, tile + swizzle(row0 + (m & 1) * 8 + lane % 8, col0 / 8 + (m >> 1)));
 }
 
+// The per-thread parts of load_b_rows / load_b_cols addresses. A tile's swizzle depends on row % 8 only,
+// and the fragment's first row is a multiple of 16, so load_b_rows(b, tile, row0, 16 kk) reads at
+// tile + 64 row0 + b_rows_offset(kk) and load_b_cols(b, tile, 16 kk, 16 np) at tile + 1024 kk +
+// b_cols_offset(np). The mainloop keeps the four offsets of each kind in registers: computing the swizzle per
+// ldmatrix was about a fifth of the kernel's instructions (Nsight Compute source counters, 32 x 512).
+__device__ __forceinline__ int b_rows_offset(int kk) {
+  int const lane = threadIdx.x % 32;
+  int const m = lane / 8;
+  return swizzle((m >> 1) * 8 + lane % 8, 2 * kk + (m & 1));
+}
+__device__ __forceinline__ int b_cols_offset(int np) {
+  int const lane = threadIdx.x % 32;
+  int const m = lane / 8;
+  return swizzle((m & 1) * 8 + lane % 8, 2 * np + (m >> 1));
+}
+
 // c += a . b, fp32 accumulation.
 template <class T>
 __device__ __forceinline__ void mma_16816(float (&c)[4], std::uint32_t const (&a)[4], std::uint32_t b0,
