@@ -310,9 +310,13 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
     prepare(win, 0);
   }
 
-  float o[8][4] = {};  // output columns 8nt + 2t (+1), rows g and g + 8
-  float row_max[2] = {-INFINITY, -INFINITY};
-  float row_sum[2] = {0.0f, 0.0f};  // this lane's part; the quad's sum is formed at write_o
+  float o[8][4] = {};                         // output columns 8nt + 2t (+1), rows g and g + 8
+  float row_max[2] = {-INFINITY, -INFINITY};  // the running maximum the probabilities are taken against
+  // Row sums of the probabilities as they enter P.V (rounded to T), accumulated by one more mma per k16 step
+  // against a B fragment of ones: every column of the n8 tile holds the full row sum, so no quad reduction
+  // is needed and 32 FADD per tile go (c[0]: row g, c[2]: row g + 8).
+  float row_sum[4] = {};
+  std::uint32_t const ones = mma::pack2<T>(1.0f, 1.0f);
 
   int buffer = 0;
   for (int j0 = 0; j0 < length; j0 += BN, buffer ^= 1) {
@@ -481,28 +485,44 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
         for (int e = 0; e < 4; ++e)
           if (8 * nt + 2 * t + (e & 1) >= cols) sc[nt][e] = -INFINITY;
     }
+    // Lazy rescaling: the running maximum moves only when a row's tile maximum exceeds it by more than
+    // kSlack (log2 units), decided for the whole warp, so most tiles skip the 34 multiplies of rescaling O
+    // and the sums. Probabilities then reach 2^kSlack, exact in fp32 and as precise in T.
+    constexpr float kSlack = 8.0f;
+    float tile_max[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float new_max = row_max[r];
+      float m = fmaxf(sc[0][2 * r], sc[0][2 * r + 1]);
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) new_max = fmaxf(new_max, fmaxf(sc[nt][2 * r], sc[nt][2 * r + 1]));
-      new_max = fmaxf(new_max, __shfl_xor_sync(0xffffffffu, new_max, 1));
-      new_max = fmaxf(new_max, __shfl_xor_sync(0xffffffffu, new_max, 2));
-      float const correction = mma::fast_exp2(row_max[r] - new_max);
-      row_max[r] = new_max;
-      float sum = 0.0f;
+      for (int nt = 1; nt < 8; ++nt) m = fmaxf(m, fmaxf(sc[nt][2 * r], sc[nt][2 * r + 1]));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      tile_max[r] = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    }
+    bool const grows = tile_max[0] > row_max[0] + kSlack || tile_max[1] > row_max[1] + kSlack;
+    if (__any_sync(0xffffffffu, grows)) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float const new_max = fmaxf(row_max[r], tile_max[r]);
+        float const correction = mma::fast_exp2(row_max[r] - new_max);
+        row_max[r] = new_max;
+        row_sum[2 * r] *= correction;
+        row_sum[2 * r + 1] *= correction;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          o[nt][2 * r] *= correction;
+          o[nt][2 * r + 1] *= correction;
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
-        sc[nt][2 * r] = mma::fast_exp2(sc[nt][2 * r] - new_max);
-        sc[nt][2 * r + 1] = mma::fast_exp2(sc[nt][2 * r + 1] - new_max);
-        sum += sc[nt][2 * r] + sc[nt][2 * r + 1];
-        o[nt][2 * r] *= correction;
-        o[nt][2 * r + 1] *= correction;
+        sc[nt][2 * r] = mma::fast_exp2(sc[nt][2 * r] - row_max[r]);
+        sc[nt][2 * r + 1] = mma::fast_exp2(sc[nt][2 * r + 1] - row_max[r]);
       }
-      row_sum[r] = row_sum[r] * correction + sum;
-    }
 
-    // compute_pv: the probabilities of keys 16kk.. are the A fragment built from score tiles 2kk, 2kk + 1
+      // compute_pv: the probabilities of keys 16kk.. are the A fragment built from score tiles 2kk, 2kk + 1
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       std::uint32_t const a[4] = {
@@ -515,6 +535,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
         mma::mma_16816<T>(o[2 * np], a, vb[0], vb[1]);
         mma::mma_16816<T>(o[2 * np + 1], a, vb[2], vb[3]);
       }
+      mma::mma_16816<T>(row_sum, a, ones, ones);
     }
   }
 
@@ -522,9 +543,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
   auto* out = static_cast<T*>(p.out) + static_cast<std::int64_t>(h) * d;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float total = row_sum[r];
-    total += __shfl_xor_sync(0xffffffffu, total, 1);
-    total += __shfl_xor_sync(0xffffffffu, total, 2);
+    float const total = row_sum[2 * r];
     int const row = 16 * warp + g + 8 * r;
     if (row >= rows) continue;
     float const inv = 1.0f / total;
