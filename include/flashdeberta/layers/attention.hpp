@@ -5,6 +5,7 @@
 // of this layer are computed once, since they depend only on weights.
 #pragma once
 
+#include <concepts>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,22 @@ class AttentionBlock {
     if (c.has_position_terms()) prepare_relative(w, self, *rel);
   }
 
+  // The relative part of this layer's attention arguments (empty tables without position terms).
+  AttentionArgs relative_args(RelativeContext<P> const* rel) const {
+    AttentionArgs args;
+    args.num_heads = config_.num_heads;
+    args.head_size = config_.head_size;
+    if (config_.has_position_terms()) {
+      if (config_.c2p) args.pos_key = pos_key_.ref();
+      if (config_.p2c) args.pos_query = pos_query_.ref();
+      args.relative_index = static_cast<std::int32_t const*>(rel->slot_buffer.data());
+      args.saturation = rel->slots.saturation;
+    }
+    args.scale = config_.attention_scale();
+    args.prepared = prepared_;
+    return args;
+  }
+
   // x (T, H) -> LayerNorm(attention(x) . Wo^T + bo + x), (T, H).
   typename P::Buffer forward(ForwardContext<P> const& ctx, typename P::Buffer const& x,
                              RelativeContext<P> const* rel) const {
@@ -81,7 +98,7 @@ class AttentionBlock {
     auto qkv = ctx.activation(3 * a);  // (T, 3A)
     p.gemm({.a = rows_of(x, t, h), .b = qkv_.ref(), .bias = qkv_bias_.data(), .out = rows_of(qkv, t, 3 * a)});
     MatrixRef const fused = rows_of(qkv, t, 3 * a);
-    AttentionArgs args;
+    AttentionArgs args = relative_args(rel);
     if constexpr (V::kFusedInProj) {  // per head: [q | k | v], heads 3d apart
       args.q = fused.columns(0, 3 * a - 2 * d);
       args.k = fused.columns(d, 3 * a - 2 * d);
@@ -93,15 +110,6 @@ class AttentionBlock {
       args.v = fused.columns(2 * a, a);
       args.head_stride = d;
     }
-    args.num_heads = config_.num_heads;
-    args.head_size = d;
-    if (config_.has_position_terms()) {
-      if (config_.c2p) args.pos_key = pos_key_.ref();
-      if (config_.p2c) args.pos_query = pos_query_.ref();
-      args.relative_index = static_cast<std::int32_t const*>(rel->slot_buffer.data());
-      args.saturation = rel->slots.saturation;
-    }
-    args.scale = config_.attention_scale();
     auto context = ctx.activation(a);  // (T, A)
     args.out = rows_of(context, t, a);
     args.sequences = ctx.sequences;
@@ -141,12 +149,21 @@ class AttentionBlock {
       if (config_.c2p) pos_key_ = project(self + "pos_key_proj.weight", self + "pos_key_proj.bias");
       if (config_.p2c) pos_query_ = project(self + "pos_query_proj.weight", self + "pos_query_proj.bias");
     }
+    // Whatever the policy derives from the tables once (CudaPolicy: the tables re-indexed by position
+    // difference, which its kernel would otherwise rebuild at every call).
+    if constexpr (requires(AttentionArgs const& args, typename P::Buffer& storage) {
+                    { p.prepare_relative(args, storage) } -> std::same_as<PreparedRelative>;
+                  }) {
+      prepared_ = p.prepare_relative(relative_args(&rel), prepared_storage_);
+    }
     p.fence();
   }
 
   ModelConfig config_;
   Matrix qkv_, out_, pos_key_, pos_query_;
   typename P::Buffer qkv_bias_, out_bias_;
+  typename P::Buffer prepared_storage_;  // owns prepared_'s tables
+  PreparedRelative prepared_;
   LayerNormParams<P> norm_;
 };
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -323,6 +324,24 @@ class CudaPolicy {
       context_->gemm->run(group, cuda_detail::CublasLtGemm::FusedActivation::kNone, stream());
     }
     cuda_kernels::bias_activation(c.out, nullptr, c.activation, stream());
+  }
+
+  // At load, per layer (AttentionBlock): the layer's relative tables re-indexed by position difference for
+  // every sequence length (attention/by_diff_tables.cuh), kept in `storage`, so that the attention kernel
+  // does not rebuild them at every call. About 2 MB per table for deberta-v3-base in bf16. Empty where the
+  // tensor-core kernel does not apply (fp32, head sizes other than 64, pre-sm_80).
+  PreparedRelative prepare_relative(AttentionArgs const& a, Buffer& storage) const {
+    cuda_kernels::ByDiffLayout const layout = cuda_kernels::prepared_layout(a, context_->limits);
+    if (layout.rows == 0) return {};
+    context_->activate();
+    int const tables = (a.pos_key.empty() ? 0 : 1) + (a.pos_query.empty() ? 0 : 1);
+    storage = allocate(tables * layout.rows * layout.ld, a.pos_key.empty() ? a.pos_query.dtype : a.pos_key.dtype);
+    PreparedRelative prepared;
+    cuda_kernels::dispatch_float_type(storage.dtype(), [&]<class T>() {
+      if constexpr (!std::is_same_v<T, float>)
+        prepared = cuda_kernels::build_by_diff_tables_for(a, layout, static_cast<T*>(storage.data()), stream());
+    });
+    return prepared;
   }
 
   void disentangled_attention(AttentionArgs const& a) const {

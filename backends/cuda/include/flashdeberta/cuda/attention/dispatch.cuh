@@ -113,9 +113,54 @@ inline ByDiffLayout by_diff_layout_for(AttentionArgs const& a) {
   return by_diff_layout(a.saturation, a.sequences.max_seqlen, a.num_heads * a.head_size, Traits::kWindow);
 }
 
+// Whether a.prepared holds the by-diff tables this call reads (CudaPolicy::prepare_relative made them at load).
+inline bool has_prepared_tables(AttentionArgs const& a) {
+  return (a.pos_key.empty() || !a.prepared.key_by_diff.empty()) &&
+         (a.pos_query.empty() || !a.prepared.query_by_diff.empty()) && !a.prepared.empty();
+}
+
+// The by-diff tables of a call's relative tables for every sequence length (rows for differences up to the
+// saturation and one window beyond), as CudaPolicy::prepare_relative builds them at load: head size 64,
+// 16-bit tables, sm_80+. Empty when the tensor-core kernel would not read them.
+inline ByDiffLayout prepared_layout(AttentionArgs const& a, DeviceLimits const& limits) {
+  auto const aligned = [](MatrixRef const& m) {  // the build copies 16-byte vectors
+    return m.empty() || (reinterpret_cast<std::uintptr_t>(m.data) % 16 == 0 && m.ld % 8 == 0);
+  };
+  bool const applies = (!a.pos_key.empty() || !a.pos_query.empty()) && a.head_size == 64 && aligned(a.pos_key) &&
+                       aligned(a.pos_query) && (a.num_heads * a.head_size) % 8 == 0 &&
+                       (a.pos_key.empty() ? a.pos_query.dtype : a.pos_key.dtype) != DType::kF32 &&
+                       limits.compute_capability >= 80;
+  if (!applies) return {};
+  using Traits = FlashTraits<__half, 64, true>;
+  return by_diff_layout(a.saturation, a.saturation, a.num_heads * a.head_size, Traits::kWindow);
+}
+
+// Builds the tables of `layout` into workspace (key table first): Qr pre-scaled like the kernel's q.
+template <class T>
+PreparedRelative build_by_diff_tables_for(AttentionArgs const& a, ByDiffLayout const& layout, T* workspace,
+                                          cudaStream_t stream) {
+  PreparedRelative prepared;
+  prepared.offset = layout.offset;
+  T* next = workspace;
+  if (!a.pos_key.empty()) {
+    build_by_diff_table(next, static_cast<T const*>(a.pos_key.data), a.pos_key.ld, a.relative_index,
+                        static_cast<int>(a.saturation), layout, 1.0f, stream);
+    prepared.key_by_diff = {next, a.pos_key.dtype, layout.rows, layout.ld, layout.ld};
+    next += layout.rows * layout.ld;
+  }
+  if (!a.pos_query.empty()) {  // scores are in log2 units
+    build_by_diff_table(next, static_cast<T const*>(a.pos_query.data), a.pos_query.ld, a.relative_index,
+                        static_cast<int>(a.saturation), layout, (1.0f / a.scale) * 1.4426950408889634f, stream);
+    prepared.query_by_diff = {next, a.pos_query.dtype, layout.rows, layout.ld, layout.ld};
+  }
+  return prepared;
+}
+
 // Device workspace bytes attention_flash needs for this call (0: none).
 inline std::size_t attention_workspace_bytes(AttentionArgs const& a, DeviceLimits const& limits) {
-  if (a.sequences.total_tokens == 0 || a.sequences.max_seqlen == 0 || !uses_by_diff_tables(a, limits)) return 0;
+  if (a.sequences.total_tokens == 0 || a.sequences.max_seqlen == 0 || !uses_by_diff_tables(a, limits) ||
+      has_prepared_tables(a))
+    return 0;
   ByDiffLayout const layout = by_diff_layout_for(a);
   int const tables = (a.pos_key.empty() ? 0 : 1) + (a.pos_query.empty() ? 0 : 1);
   return static_cast<std::size_t>(tables * layout.rows * layout.ld) * dtype_size(a.q.dtype);
@@ -150,22 +195,18 @@ inline void attention_flash(AttentionArgs const& a, DeviceLimits const& limits, 
     auto const run = [&]<class T>() {
       using Traits = FlashTraits<T, 64, true>;
       if (uses_by_diff_tables(a, limits)) {
-        FLASHDEBERTA_REQUIRE(workspace != nullptr, "attention_flash needs " << attention_workspace_bytes(a, limits)
-                                                                            << " bytes of workspace for this call");
-        ByDiffLayout const layout = by_diff_layout_for(a);
-        T* next = static_cast<T*>(workspace);
-        if (!a.pos_key.empty()) {
-          build_by_diff_table(next, static_cast<T const*>(a.pos_key.data), a.pos_key.ld, a.relative_index,
-                              static_cast<int>(a.saturation), layout, 1.0f, stream);
-          params.key_by_diff = next;
-          next += layout.rows * layout.ld;
+        ByDiffLayout layout = by_diff_layout_for(a);
+        PreparedRelative prepared = a.prepared;
+        if (has_prepared_tables(a)) {  // made at load for every length
+          layout.offset = static_cast<int>(prepared.offset);
+          layout.rows = (prepared.key_by_diff.empty() ? prepared.query_by_diff : prepared.key_by_diff).rows;
+        } else {
+          FLASHDEBERTA_REQUIRE(workspace != nullptr, "attention_flash needs " << attention_workspace_bytes(a, limits)
+                                                                              << " bytes of workspace for this call");
+          prepared = build_by_diff_tables_for(a, layout, static_cast<T*>(workspace), stream);
         }
-        if (!a.pos_query.empty()) {
-          // pre-scaled like the kernel's q: scores are in log2 units
-          build_by_diff_table(next, static_cast<T const*>(a.pos_query.data), a.pos_query.ld, a.relative_index,
-                              static_cast<int>(a.saturation), layout, params.inv_scale * 1.4426950408889634f, stream);
-          params.query_by_diff = next;
-        }
+        params.key_by_diff = prepared.key_by_diff.data;
+        params.query_by_diff = prepared.query_by_diff.data;
         params.by_diff_ld = layout.ld;
         params.by_diff_offset = layout.offset;
         params.by_diff_rows = static_cast<int>(layout.rows);
