@@ -328,7 +328,7 @@ class CudaPolicy {
 
   // At load, per layer (AttentionBlock): the layer's relative tables re-indexed by position difference for
   // every sequence length (attention/by_diff_tables.cuh), kept in `storage`, so that the attention kernel
-  // does not rebuild them at every call. About 2 MB per table for deberta-v3-base in bf16. Empty where the
+  // does not rebuild them at every call. About 2.4 MB per table for deberta-v3-base in bf16. Empty where the
   // tensor-core kernel does not apply (fp32, head sizes other than 64, pre-sm_80).
   PreparedRelative prepare_relative(AttentionArgs const& a, Buffer& storage) const {
     cuda_kernels::ByDiffLayout const layout = cuda_kernels::prepared_layout(a, context_->limits);

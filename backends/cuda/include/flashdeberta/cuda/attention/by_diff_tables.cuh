@@ -5,9 +5,10 @@
 // Gathered from the slot-indexed tables, every row costs a relative_index lookup and its own address; in
 // a table whose row r is the relative row of slot(r - offset) the window is 128 consecutive rows, copied
 // like a key tile (fixed per-thread offsets). The Qr table is stored pre-scaled by log2(e) / scale, as the
-// kernel scales q, so p2c needs no multiply per term. The tables are built per call, before the attention kernel:
-// 2 * (min(saturation, longest sequence) + 256) rows of every head, about 2.4 MB per table for deberta-v3-base
-// in bf16 (1 x 128: 0.6 MB), a few microseconds against the ~50 instructions per thread and tile they save.
+// kernel scales q, so p2c needs no multiply per term. The tables depend only on the weights: CudaPolicy's
+// prepare_relative builds them once per layer at load for every length (2 * (saturation + 256) rows of every
+// head, about 2.4 MB per table for deberta-v3-base in bf16); a call that comes without them (the op used
+// directly) builds 2 * (min(saturation, longest sequence) + 256) rows into its workspace first.
 #pragma once
 
 #include <cuda_runtime_api.h>
