@@ -82,12 +82,16 @@ inline std::string read_text(std::filesystem::path const& path) {
   return os.str();
 }
 
-// Runs the CLI with `args`; stdout and stderr are captured in files of a private directory so they never
-// land in the directory under test.
-inline CliResult run_cli(std::vector<std::string> const& args) {
+// Runs the CLI with `args`, stdin read from a file holding `input` when given; stdout and stderr are
+// captured in files of a private directory so they never land in the directory under test.
+inline CliResult run_cli_with(std::vector<std::string> const& args, std::string const* input) {
   ScratchDir const capture;
   std::string command = shell_quote(FLASHDEBERTA_CLI_PATH);
   for (auto const& a : args) command += " " + shell_quote(a);
+  if (input != nullptr) {
+    capture.write("stdin.txt", *input);
+    command += " <" + shell_quote((capture / "stdin.txt").string());
+  }
   command += " >" + shell_quote((capture / "stdout").string()) + " 2>" + shell_quote((capture / "stderr").string());
   int const raw = std::system(command.c_str());
   CliResult result;
@@ -97,20 +101,11 @@ inline CliResult run_cli(std::vector<std::string> const& args) {
   return result;
 }
 
+inline CliResult run_cli(std::vector<std::string> const& args) { return run_cli_with(args, nullptr); }
+
 // The same with stdin read from a file holding `input`.
 inline CliResult run_cli_stdin(std::vector<std::string> const& args, std::string const& input) {
-  ScratchDir const capture;
-  capture.write("stdin.txt", input);
-  std::string command = shell_quote(FLASHDEBERTA_CLI_PATH);
-  for (auto const& a : args) command += " " + shell_quote(a);
-  command += " <" + shell_quote((capture / "stdin.txt").string()) + " >" + shell_quote((capture / "stdout").string()) +
-             " 2>" + shell_quote((capture / "stderr").string());
-  int const raw = std::system(command.c_str());
-  CliResult result;
-  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  result.out = read_text(capture / "stdout");
-  result.err = read_text(capture / "stderr");
-  return result;
+  return run_cli_with(args, &input);
 }
 
 // Standard output of a command that prints one JSON object per line.
