@@ -58,14 +58,25 @@ MatrixRef ref(Buffer const& b, std::int64_t rows, std::int64_t cols) {
 
 // Four packed sequences of lengths 1, 70, 200 and 300: the second starts at position 5 (left padding),
 // the third has a hole of 30 positions after its first 100 tokens, the fourth is contiguous and long
-// enough for several query and key blocks.
+// enough for several query and key blocks. contiguous: lengths 1, 70, 200 and 700, positions 0, 1, ...
+// in each and flagged contiguous, the layout the CUDA tensor-core kernel runs on by-difference windows
+// (700 tokens reach the v3 saturation of 512, so those tiles mix windows and edge tiles).
 struct PackedSequences {
   HostIndices cu_seqlens{0, 1, 71, 271, 571};
   HostIndices positions;
   std::int64_t total = 571;
   std::int64_t max_seqlen = 300;
+  bool contiguous = false;
 
-  PackedSequences() {
+  explicit PackedSequences(bool contiguous_ = false) : contiguous(contiguous_) {
+    if (contiguous) {
+      cu_seqlens = {0, 1, 71, 271, 971};
+      total = 971;
+      max_seqlen = 700;
+      for (std::int32_t length : {1, 70, 200, 700})
+        for (std::int32_t i = 0; i < length; ++i) positions.push_back(i);
+      return;
+    }
     positions.push_back(0);
     for (std::int32_t i = 0; i < 70; ++i) positions.push_back(5 + i);
     for (std::int32_t i = 0; i < 200; ++i) positions.push_back(i < 100 ? i : i + 30);
@@ -80,8 +91,8 @@ struct PackedSequences {
     s.batch = 4;
     s.total_tokens = total;
     s.max_seqlen = max_seqlen;
-    s.max_position = 300;
-    s.contiguous_positions = false;
+    s.max_position = max_seqlen;
+    s.contiguous_positions = contiguous;
     return s;
   }
 };
@@ -253,8 +264,8 @@ struct AttentionCase {
   Host qkv, pos_key, pos_query;
 
   AttentionCase(std::int64_t head_size, bool c2p_, bool p2c_, bool interleaved_, RelativeRegime regime_,
-                AttentionImpl impl_, std::uint32_t seed)
-      : d(head_size), c2p(c2p_), p2c(p2c_), interleaved(interleaved_), regime(regime_), impl(impl_) {
+                AttentionImpl impl_, std::uint32_t seed, bool contiguous = false)
+      : seq(contiguous), d(head_size), c2p(c2p_), p2c(p2c_), interleaved(interleaved_), regime(regime_), impl(impl_) {
     ModelConfig config;
     if (regime == RelativeRegime::kV1Span128) {
       config.model_type = ModelType::kDeberta;
@@ -277,7 +288,7 @@ struct AttentionCase {
                                   ? "buckets 16"
                                   : (regime == RelativeRegime::kV1Span128 ? "v1 span 128" : "v3-base buckets");
     return std::string(impl == AttentionImpl::kEager ? "eager " : "flash ") + terms + ", d " + std::to_string(d) +
-           ", " + regime_name + (interleaved ? ", v1 layout" : "");
+           ", " + regime_name + (interleaved ? ", v1 layout" : "") + (seq.contiguous ? ", contiguous" : "");
   }
 
   template <ExecutionPolicy P>

@@ -143,3 +143,21 @@ TEST_CASE("cuda vs eigen: disentangled attention, eager and flash") {
     compare(AttentionCase(64, true, true, true, RelativeRegime::kV1Span128, impl, seed += 10), kAttention);
   }
 }
+
+TEST_CASE("cuda vs eigen: flash attention on contiguous positions (by-difference windows)") {
+  // In 16 bits, head size 64, the tensor-core kernel reads Kr / Qr re-indexed by position difference (tables
+  // built per call here; the model builds them at load), consecutive tiles sharing half their window, and
+  // saturated tiles as edge tiles.
+  using fd::cuda_tests::AttentionCase;
+  using fd::cuda_tests::RelativeRegime;
+  std::uint32_t seed = test_seed() + 1000;
+  for (RelativeRegime regime : {RelativeRegime::kSmallBuckets, RelativeRegime::kV1Span128, RelativeRegime::kV3Base}) {
+    compare(AttentionCase(64, true, true, false, regime, fd::AttentionImpl::kFlash, seed += 10, true), kAttention);
+  }
+  compare(AttentionCase(64, true, false, false, RelativeRegime::kV3Base, fd::AttentionImpl::kFlash, seed += 10, true),
+          kAttention);
+  compare(AttentionCase(64, false, true, false, RelativeRegime::kV3Base, fd::AttentionImpl::kFlash, seed += 10, true),
+          kAttention);
+  compare(AttentionCase(48, true, true, false, RelativeRegime::kV3Base, fd::AttentionImpl::kFlash, seed += 10, true),
+          kAttention);
+}

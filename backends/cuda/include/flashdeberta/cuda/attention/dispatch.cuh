@@ -166,10 +166,11 @@ inline std::size_t attention_workspace_bytes(AttentionArgs const& a, DeviceLimit
   return static_cast<std::size_t>(tables * layout.rows * layout.ld) * dtype_size(a.q.dtype);
 }
 
-// Launches kernel with Traits' dynamic shared memory, raising the kernel's limit past 48 KiB first (once
+// Launches kKernel with Traits' dynamic shared memory, raising the kernel's limit past 48 KiB first (once
 // per kernel and device: the attribute is per device context).
-template <class Traits>
-void launch_flash(void (*kernel)(AttentionParams), dim3 grid, AttentionParams const& params, cudaStream_t stream) {
+template <class Traits, void (*kKernel)(AttentionParams)>
+void launch_flash(dim3 grid, AttentionParams const& params, cudaStream_t stream) {
+  auto* const kernel = kKernel;
   if constexpr (Traits::kSmemBytes > 48 * 1024) {
     static std::atomic<std::uint64_t> raised{0};  // bit per device ordinal < 64
     int device = 0;
@@ -211,7 +212,13 @@ inline void attention_flash(AttentionArgs const& a, DeviceLimits const& limits, 
         params.by_diff_offset = layout.offset;
         params.by_diff_rows = static_cast<int>(layout.rows);
       }
-      launch_flash<Traits>(flash_mma::flash_mma_kernel<Traits>, attention_grid(a, Traits::kBlockM), params, stream);
+      if (params.key_by_diff != nullptr && params.query_by_diff != nullptr) {  // v2 / v3: both terms, contiguous
+        launch_flash<Traits, flash_mma::flash_mma_kernel<Traits, true>>(attention_grid(a, Traits::kBlockM), params,
+                                                                        stream);
+      } else {
+        launch_flash<Traits, flash_mma::flash_mma_kernel<Traits, false>>(attention_grid(a, Traits::kBlockM), params,
+                                                                         stream);
+      }
     };
     if (a.q.dtype == DType::kBF16) {
       run.template operator()<__nv_bfloat16>();
@@ -227,7 +234,7 @@ inline void attention_flash(AttentionArgs const& a, DeviceLimits const& limits, 
                            "flash attention for head size " << D << " needs " << Traits::kSmemBytes
                                                             << " bytes of shared memory; the device has "
                                                             << limits.max_smem_per_block);
-      launch_flash<Traits>(flash::flash_attention_kernel<Traits>, attention_grid(a, Traits::kBlockM), params, stream);
+      launch_flash<Traits, flash::flash_attention_kernel<Traits>>(attention_grid(a, Traits::kBlockM), params, stream);
     });
   });
 }

@@ -2,17 +2,20 @@
 // accumulation, online softmax in fp32 registers, no (L, L) buffer and no workspace.
 //
 // Per CTA: sequence b, head h, query rows [i0, i0 + 64); warp w owns rows [16w, 16w + 16). Once: the Q
-// fragments, and the position terms at the two edge slots (every |p_i - p_j| >= saturation). Per key tile:
-//   load_kv        keys, values and key positions of the next tile, cp.async into the other buffer
+// fragments, and, when the CTA can meet a saturated tile, the position terms at the two edge slots (every
+// |p_i - p_j| >= saturation). Per key tile:
+//   load_kv        keys, values (and, with holes in the positions, key positions) of the next tile, cp.async
+//                  into the other buffer
 //   compute_qk     S = (Q log2(e) / scale) . K^T (registers; q scaled once): softmax runs in base 2
 //   position_terms the tile's slots are one contiguous range (delta is monotone in p_i - p_j):
 //                  - one edge slot (saturated tiles): p2c = Qr[edge] . k_j is accumulated with S by a
 //                    second mma on the same K fragments, c2p is the row's precomputed bias
-//                  - otherwise c2p (64 rows, window) = Q . Kr[window]^T and p2c (64 keys, window) =
-//                    K . Qr[window]^T on tensor cores into fp16 shared memory (pre-scaled), gathered per
-//                    score: S[i, j] += c2p[i, slot(i, j)] + p2c[j, slot(i, j)]
-//                  then the next tile's window (Kr / Qr rows, diff -> slot table) is requested, so it
-//                  arrives during this tile's softmax and P.V and the next compute_qk
+//                  - contiguous positions (by-diff windows, window_terms.cuh): c2p (64 rows) = Q . Kr[window]^T
+//                    and p2c (64 keys) = K . Qr[window]^T on tensor cores into fp16 shared memory, before
+//                    compute_qk, then gathered per score at x = i - j + 63: S[i, j] += c2p[i, x] + p2c[j, x]
+//                  - otherwise (holes) the same over the tile's slot window, each score's slot looked up
+//                  then the next tile's window is requested, so it arrives during this tile's softmax and
+//                  P.V and the next tile's first steps
 //   softmax        running max and sum per row; the four lanes of a quad share a row
 //   compute_pv     O = O * correction + P . V, P taken from the score registers as A fragments
 // and at the end write_o: out = O / sum.
@@ -23,81 +26,14 @@
 
 #include "flashdeberta/cuda/attention/kernel_traits.cuh"
 #include "flashdeberta/cuda/attention/mma.cuh"
+#include "flashdeberta/cuda/attention/window_terms.cuh"
 #include "flashdeberta/cuda/kernels/element.cuh"
 
 namespace flashdeberta::cuda_kernels::flash_mma {
 
-// The slots one key tile touches, the same for every thread of the CTA.
-struct SlotWindow {
-  int first = 0;        // first slot
-  int slots = 0;        // slot count
-  int diff_min = 0;     // smallest p_i - p_j of the tile
-  int range = 0;        // diff_max - diff_min + 1
-  bool narrow = false;  // range <= BM + BN: the tile's slot table maps diff - diff_min -> slot - first
-  int edge = 0;         // 1 / 2: the window is the single slot of diffs <= -s / >= s (every saturated tile)
-  // Contiguous positions, not an edge tile: window row x holds the relative row of diff diff_min + x for
-  // x in [0, BM + BN - 1), diff_min taken as if the tile were full, so the c2p / p2c term of tile element
-  // (r, c) sits at x = r - c + BN - 1, an affine index the gather computes from the fragment coordinates
-  // (no slot table, key position or range check per score: ~30 instructions each before).
-  bool by_diff = false;
-};
-
-// out (16 rows of the warp, window columns [n_begin, n_end)) = a (16, 64) . window (rows n_begin.., 64)^T *
-// scale, as fp16 with row stride kLd, stored at the window column. fp16 keeps 11 significant bits (bf16 8);
-// the saturating conversion keeps a pathological term finite. kSteps > 0: exactly kSteps n16 steps, unrolled
-// so that the next step's mma overlaps this step's stores (with two warps per scheduler nothing else hides
-// the mma latency); 0: n_end decides, at run time.
-template <class Tr, bool kScale, int kSteps, class T>
-__device__ __forceinline__ void window_terms(__half* out, std::uint32_t const (&a)[4][4], T const* window, int n_begin,
-                                             int n_end, float scale, int const (&row_offset)[4]) {
-  int const lane = threadIdx.x % 32;
-  int const g = lane / 4, t = lane % 4;
-  // kCount n16 steps from n0 with independent accumulators: 2 kCount mma chains in flight instead of 2
-  auto const steps = [&]<int kCount>(int n0) {
-    float acc[kCount][2][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-#pragma unroll
-      for (int i = 0; i < kCount; ++i) {
-        std::uint32_t b[4];
-        mma::ldmatrix_x4(b, window + (n0 + i * Tr::kWindowStep) * 64 + row_offset[kk]);
-        mma::mma_16816<T>(acc[i][0], a[kk], b[0], b[1]);
-        mma::mma_16816<T>(acc[i][1], a[kk], b[2], b[3]);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kCount; ++i) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        int const col = n0 + i * Tr::kWindowStep + 8 * half + 2 * t;
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          float lo = acc[i][half][2 * r], hi = acc[i][half][2 * r + 1];
-          if constexpr (kScale) {
-            lo *= scale;
-            hi *= scale;
-          }
-          *reinterpret_cast<std::uint32_t*>(out + (g + 8 * r) * Tr::kTermLd + col) = mma::pack_half2_satfinite(lo, hi);
-        }
-      }
-    }
-  };
-  if constexpr (kSteps > 0) {
-#pragma unroll
-    for (int i = 0; i + 1 < kSteps; i += 2) steps.template operator()<2>(n_begin + i * Tr::kWindowStep);
-    if constexpr (kSteps % 2 == 1) steps.template operator()<1>(n_begin + (kSteps - 1) * Tr::kWindowStep);
-  } else {
-    for (int n0 = n_begin; n0 < n_end; n0 += Tr::kWindowStep) steps.template operator()<1>(n0);
-  }
-}
-
-// Two head columns (16kk + c, + 1) of a relative-table row as one register; zero past the head size.
-template <class T>
-__device__ __forceinline__ std::uint32_t load_pair(T const* row, int c, int d) {
-  return c < d ? *reinterpret_cast<std::uint32_t const*>(row + c) : 0u;
-}
-
-template <class Tr>
+// kDiffWindows: the call has contiguous positions, both position terms and by-diff tables (the DeBERTa-v2/v3
+// case), known at compile time so that the mainloop carries no run-time flag tests and no general-window path.
+template <class Tr, bool kDiffWindows>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_kernel(AttentionParams const p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   using T = typename Tr::Element;
@@ -125,17 +61,36 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
   int const warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int const g = lane / 4, t = lane % 4;
   int const d = p.head_size, s = p.saturation;
-  bool const relative = p.c2p || p.p2c;
+  bool const c2p = kDiffWindows || p.c2p, p2c = kDiffWindows || p.p2c, relative = c2p || p2c;
+  bool const contiguous = kDiffWindows || p.contiguous;
+  bool const by_diff_tables = kDiffWindows || p.by_diff_ld != 0;
   auto const* q = static_cast<T const*>(p.q) + static_cast<std::int64_t>(h) * p.head_stride;
   auto const* k = static_cast<T const*>(p.k) + static_cast<std::int64_t>(h) * p.head_stride;
   auto const* v = static_cast<T const*>(p.v) + static_cast<std::int64_t>(h) * p.head_stride;
-  auto const* pos_key = p.c2p ? static_cast<T const*>(p.pos_key) + static_cast<std::int64_t>(h) * d : nullptr;
-  auto const* pos_query = p.p2c ? static_cast<T const*>(p.pos_query) + static_cast<std::int64_t>(h) * d : nullptr;
+  auto const* pos_key = c2p ? static_cast<T const*>(p.pos_key) + static_cast<std::int64_t>(h) * d : nullptr;
+  auto const* pos_query = p2c ? static_cast<T const*>(p.pos_query) + static_cast<std::int64_t>(h) * d : nullptr;
   std::int32_t const* positions = p.positions + first;
   std::int32_t const* relative_index = p.relative_index;
   auto const slot_of_diff = [&](int diff) { return __ldg(relative_index + min(max(diff, -s), s) + s); };
-  int const edge_lo = relative ? slot_of_diff(-s) : 0;  // the slot of every diff <= -s
-  int const edge_hi = relative ? slot_of_diff(s) : 0;   // the slot of every diff >= s
+  // Edge tiles (every difference of the tile saturated) occur only in sequences longer than about the
+  // saturation; a CTA that cannot reach one (the bounds below are at most 32 inside +-s) skips the edge
+  // slots, probes and terms, chains of dependent global loads.
+  int const last_tile = (length - 1) / BN * BN;
+  bool const edges =
+      relative && (!contiguous || i0 - min(BN, length) + 1 >= s - 32 || i0 + rows - 1 - last_tile <= -s + 32);
+  int const edge_lo = edges ? slot_of_diff(-s) : 0;  // the slot of every diff <= -s
+  int const edge_hi = edges ? slot_of_diff(s) : 0;   // the slot of every diff >= s
+  // Slots are monotone in the difference, so a tile is an edge tile when its smallest difference reaches
+  // edge_hi_from (or its largest stays at or below edge_lo_to). The edge slot's plateau can start below s
+  // (log buckets clamp to the last row early): lane l probes s - 1 - l and -s + 1 + l, and the run of
+  // hits from lane 0 moves the bounds in; a longer plateau keeps 32 diffs of it on the window path.
+  int edge_hi_from = s, edge_lo_to = -s;
+  if (edges && contiguous) {
+    unsigned const hi = __ballot_sync(0xffffffffu, slot_of_diff(s - 1 - lane) == edge_hi);
+    unsigned const lo = __ballot_sync(0xffffffffu, slot_of_diff(-s + 1 + lane) == edge_lo);
+    edge_hi_from = s - (hi == 0xffffffffu ? 32 : __ffs(~hi) - 1);
+    edge_lo_to = -s + (lo == 0xffffffffu ? 32 : __ffs(~lo) - 1);
+  }
 
   // load_q and the first key tile. Padding rows and columns repeat the last valid position, so they stay
   // inside every slot window.
@@ -148,29 +103,36 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
                                               p.k_ld);
       mma::load_full_tile_async<kThreads, BN>(v_s + buffer * kTile, v + static_cast<std::int64_t>(first + j0) * p.v_ld,
                                               p.v_ld);
-      if (threadIdx.x < BN) kpos_s[buffer * BN + threadIdx.x] = positions[j0 + threadIdx.x];
+      if (!contiguous && threadIdx.x < BN) kpos_s[buffer * BN + threadIdx.x] = positions[j0 + threadIdx.x];
       return;
     }
     mma::load_tile_async<kThreads>(k_s + buffer * kTile, k + static_cast<std::int64_t>(first + j0) * p.k_ld, p.k_ld, BN,
                                    cols, d);
     mma::load_tile_async<kThreads>(v_s + buffer * kTile, v + static_cast<std::int64_t>(first + j0) * p.v_ld, p.v_ld, BN,
                                    cols, d);
-    if (threadIdx.x < BN)
+    if (!contiguous && threadIdx.x < BN)
       kpos_s[buffer * BN + threadIdx.x] = positions[j0 + min(static_cast<int>(threadIdx.x), cols - 1)];
   };
   load_kv(0, 0);
   mma::cp_async_commit();
-  int const qpos[2] = {positions[i0 + min(16 * warp + g, rows - 1)], positions[i0 + min(16 * warp + g + 8, rows - 1)]};
-  int const qa = positions[i0 + min(lane, rows - 1)], qb = positions[i0 + min(lane + 32, rows - 1)];
-  int const qmin = warp_min_int(min(qa, qb)), qmax = warp_max_int(max(qa, qb));
+  // Positions enter only through differences, so with contiguous positions they are the token offsets
+  // within the sequence (no load: a global load here stalls the warp for an L2 round trip every tile,
+  // and with two warps per scheduler nothing hides it).
+  int qpos[2] = {0, 0}, qmin = i0, qmax = i0 + rows - 1;
+  if (!contiguous) {
+    qpos[0] = positions[i0 + min(16 * warp + g, rows - 1)];
+    qpos[1] = positions[i0 + min(16 * warp + g + 8, rows - 1)];
+    int const qa = positions[i0 + min(lane, rows - 1)], qb = positions[i0 + min(lane + 32, rows - 1)];
+    qmin = warp_min_int(min(qa, qb));
+    qmax = warp_max_int(max(qa, qb));
+  }
   // Key positions of the tile at j0 for its slot window: with contiguous positions its first and last
-  // (ka, kb) by arithmetic; otherwise two per lane straight from global memory, reduced in classify.
-  int const first_position = positions[0];
+  // (ka, kb) as offsets; otherwise two per lane straight from global memory, reduced in classify.
   auto const key_positions = [&](int j0, int& ka, int& kb) {
     int const last = min(BN, length - j0) - 1;
-    if (p.contiguous) {
-      ka = first_position + j0;
-      kb = first_position + j0 + last;
+    if (contiguous) {
+      ka = j0;
+      kb = j0 + last;
       return;
     }
     ka = positions[j0 + min(lane, last)];
@@ -178,8 +140,20 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
   };
   auto const classify = [&](int ka, int kb) {
     SlotWindow w;
-    int const key_max = p.contiguous ? kb : warp_max_int(max(ka, kb));
-    int const key_min = p.contiguous ? ka : warp_min_int(min(ka, kb));
+    if (contiguous) {  // by differences alone: no slot lookup on the way to the next window's request
+      w.diff_min = qmin - kb;
+      int const diff_max = qmax - ka;
+      w.edge = w.diff_min >= edge_hi_from ? 2 : (diff_max <= edge_lo_to ? 1 : 0);
+      w.slots = 1;
+      if (w.edge == 0) {
+        w.by_diff = true;
+        w.diff_min = qmin - (ka + BN - 1);  // ka: the tile's first key position
+        w.slots = BM + BN - 1;              // window rows
+      }
+      return w;
+    }
+    int const key_max = contiguous ? kb : warp_max_int(max(ka, kb));
+    int const key_min = contiguous ? ka : warp_min_int(min(ka, kb));
     w.diff_min = qmin - key_max;
     int const diff_max = qmax - key_min;
     w.first = slot_of_diff(w.diff_min);
@@ -187,25 +161,20 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
     w.range = diff_max - w.diff_min + 1;
     w.narrow = w.range <= BM + BN;
     w.edge = w.slots != 1 ? 0 : (w.first == edge_hi ? 2 : (w.first == edge_lo ? 1 : 0));
-    if (p.contiguous && w.edge == 0) {
-      w.by_diff = true;
-      w.diff_min = qmin - (ka + BN - 1);  // ka: the tile's first key position
-      w.slots = BM + BN - 1;              // window rows
-    }
     return w;
   };
   // The by_diff window: row x <- the relative row of slot(diff_min + x); rows past BM + BN - 2 and head
   // columns past d zero-filled.
   auto const load_window_by_diff = [&](SlotWindow const& w) {
     constexpr int kRows = (BM + BN - 1 + Tr::kWindowStep - 1) / Tr::kWindowStep * Tr::kWindowStep;
-    if (p.by_diff_ld != 0) {  // 128 consecutive rows of the by-diff tables (row 127 is never gathered)
+    if (by_diff_tables) {  // 128 consecutive rows of the by-diff tables (row 127 is never gathered)
       // the clamp only guards memory: by_diff_layout covers every window start
       std::int64_t const row0 = min(max(w.diff_min + p.by_diff_offset, 0), p.by_diff_rows - kRows);
       std::int64_t const column = static_cast<std::int64_t>(h) * Tr::kHeadDim;
-      if (p.c2p)
+      if (c2p)
         mma::load_full_tile_async<kThreads, kRows>(
             key_window, static_cast<T const*>(p.key_by_diff) + row0 * p.by_diff_ld + column, p.by_diff_ld);
-      if (p.p2c)
+      if (p2c)
         mma::load_full_tile_async<kThreads, kRows>(
             query_window, static_cast<T const*>(p.query_by_diff) + row0 * p.by_diff_ld + column, p.by_diff_ld);
       mma::cp_async_commit();
@@ -215,10 +184,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
       int const r = idx / 8, c = idx % 8;
       bool const valid = r < BM + BN - 1 && c * 8 < d;
       std::int64_t const slot = slot_of_diff(w.diff_min + min(r, BM + BN - 2));
-      if (p.c2p)
+      if (c2p)
         mma::cp_async_16(key_window + mma::swizzle(r, c), valid ? pos_key + slot * p.pos_key_ld + c * 8 : pos_key,
                          valid);
-      if (p.p2c)
+      if (p2c)
         mma::cp_async_16(query_window + mma::swizzle(r, c),
                          valid ? pos_query + slot * p.pos_query_ld + c * 8 : pos_query, valid);
     }
@@ -229,9 +198,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
     int const count = min(W, w.slots - c0);
     int const rows_loaded = (count + Tr::kWindowStep - 1) / Tr::kWindowStep * Tr::kWindowStep;
     std::int64_t const slot0 = w.first + c0;
-    if (p.c2p)
+    if (c2p)
       mma::load_tile_async<kThreads>(key_window, pos_key + slot0 * p.pos_key_ld, p.pos_key_ld, rows_loaded, count, d);
-    if (p.p2c)
+    if (p2c)
       mma::load_tile_async<kThreads>(query_window, pos_query + slot0 * p.pos_query_ld, p.pos_query_ld, rows_loaded,
                                      count, d);
     mma::cp_async_commit();
@@ -274,7 +243,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
   // score registers of every row of column j.
   float c2p_edge[2][2] = {};            // [row r][lo, hi], scaled like the scores (q is)
   std::uint32_t qr_edge[2][4][2] = {};  // [lo, hi][kk][head columns 16kk + 2t, 16kk + 8 + 2t]
-  if (p.c2p) {
+  if (c2p && edges) {
     float acc[4] = {};
     T const* edge_row = pos_key + static_cast<std::int64_t>(g == 0 ? edge_lo : edge_hi) * p.pos_key_ld;
 #pragma unroll
@@ -289,7 +258,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
 #pragma unroll
       for (int e = 0; e < 2; ++e) c2p_edge[r][e] = __shfl_sync(0xffffffffu, acc[2 * r + e], quad);
   }
-  if (p.p2c) {
+  if (p2c && edges) {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       T const* row = pos_query + static_cast<std::int64_t>(e == 0 ? edge_lo : edge_hi) * p.pos_query_ld;
@@ -361,99 +330,110 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
         }
       }
     };
-    if (win.edge != 0 && p.p2c) {
-      compute_qk.template operator()<true>();
-    } else {
-      compute_qk.template operator()<false>();
-    }
-    if (relative && win.edge != 0 && p.c2p) {  // the edge tile's c2p row bias
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float const bias = win.edge == 2 ? c2p_edge[e >> 1][1] : c2p_edge[e >> 1][0];
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt) sc[nt][e] += bias;
-      }
-    }
-
-    if (relative && win.edge != 0) {
-      // an edge tile: the next window can be requested now (its buffers are free)
+    auto const request_next = [&] {  // in flight during the gather, softmax, P.V and the next compute_qk
       if (has_next) {
         next = classify(next_ka, next_kb);
         prepare(next, buffer ^ 1);
       }
-    } else if (relative) {
-      // position_terms, one window chunk at a time (one chunk unless holes in positions widen the window)
+    };
+
+    if (!relative || win.edge != 0) {
+      // no position terms, or an edge tile: plain flash, p2c accumulated with S, c2p a row bias; the next
+      // window can be requested at once (its buffers are free)
+      if (win.edge != 0 && p2c) {
+        compute_qk.template operator()<true>();
+      } else {
+        compute_qk.template operator()<false>();
+      }
+      if (win.edge != 0 && c2p) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float const bias = win.edge == 2 ? c2p_edge[e >> 1][1] : c2p_edge[e >> 1][0];
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt) sc[nt][e] += bias;
+        }
+      }
+      if (relative) request_next();
+    } else if (kDiffWindows || win.by_diff) {
+      // The windows first, Q.K^T after them: the scores' 32 registers are free while the window
+      // accumulators are live, and the two windows run as one interleaved stream of mma (two independent
+      // chains where one window alone leaves the tensor pipe waiting). Each warp computes only the window
+      // columns its rows read: x = row - col + BN - 1 in [16w, 16w + BN + 15) for c2p, its 16 keys' x in
+      // [BM - 16 - 16w, BM + BN - 1 - 16w) for p2c, 80 of the 128 columns each.
+      constexpr int kSteps = (BN + 16) / Tr::kWindowStep;
+      int const c2p_begin = 16 * warp, p2c_begin = BM - 16 - 16 * warp;
+      std::uint32_t kf[4][4];  // this warp's 16 keys of the tile as A fragments (p2c)
+      if (p2c) {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) mma::load_a(kf[kk], k_tile, 16 * warp, 16 * kk);
+      }
+      if (c2p && p2c && by_diff_tables) {  // the by-diff Qr table is pre-scaled (dispatch.cuh)
+        window_pair_terms<Tr, kSteps>(c2p_s + 16 * warp * kLd, qf, key_window, c2p_begin, p2c_s + 16 * warp * kLd, kf,
+                                      query_window, p2c_begin, row_offset);
+      } else {
+        if (c2p)
+          window_terms<Tr, false, kSteps>(c2p_s + 16 * warp * kLd, qf, key_window, c2p_begin, 0, 1.0f, row_offset);
+        if (p2c) {
+          if (by_diff_tables) {
+            window_terms<Tr, false, kSteps>(p2c_s + 16 * warp * kLd, kf, query_window, p2c_begin, 0, 1.0f, row_offset);
+          } else {
+            window_terms<Tr, true, kSteps>(p2c_s + 16 * warp * kLd, kf, query_window, p2c_begin, 0, score_scale,
+                                           row_offset);
+          }
+        }
+      }
+      compute_qk.template operator()<false>();
+      __syncthreads();  // terms visible to every warp; the window buffers are free
+      request_next();
+      // S[i, j] += c2p[i, x] + p2c[j, x]; with both terms they are added in fp16 (one more rounding of
+      // 2^-11, one conversion less)
+      int const row_base = 16 * warp + g;
+      auto const gather = [&]<bool kC2p, bool kP2c>() {
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            int const row = row_base + 8 * (e >> 1);
+            int const col = 8 * nt + 2 * t + (e & 1);
+            int const x = row - col + BN - 1;
+            if constexpr (kC2p && kP2c) {
+              sc[nt][e] += __half2float(__hadd(c2p_s[row * kLd + x], p2c_s[col * kLd + x]));
+            } else if constexpr (kC2p) {
+              sc[nt][e] += __half2float(c2p_s[row * kLd + x]);
+            } else {
+              sc[nt][e] += __half2float(p2c_s[col * kLd + x]);
+            }
+          }
+        }
+      };
+      if (c2p && p2c) {
+        gather.template operator()<true, true>();
+      } else if (c2p) {
+        gather.template operator()<true, false>();
+      } else {
+        gather.template operator()<false, true>();
+      }
+    } else {
+      // a general window (holes in the positions): one chunk of W slots at a time, each score's slot looked
+      // up in the tile's diff -> slot table
+      compute_qk.template operator()<false>();
       for (int c0 = 0; c0 < win.slots; c0 += W) {
         if (c0 > 0) {
           load_window(win, c0);  // every warp passed the barrier after the previous chunk's terms
           mma::cp_async_wait<0>();
           __syncthreads();
         }
-        // Window columns each warp needs: all of a general chunk; in a by_diff window the 16 rows of warp w
-        // read x = row - col + BN - 1 in [16w, 16w + BN + 15) for c2p and its 16 keys x in [BM - 16 - 16w,
-        // BM + BN - 1 - 16w) for p2c: 80 of the 128 columns each.
         int const width = (min(W, win.slots - c0) + Tr::kWindowStep - 1) / Tr::kWindowStep * Tr::kWindowStep;
-        if (win.by_diff) {
-          constexpr int kSteps = (BN + 16) / Tr::kWindowStep;
-          int const c2p_begin = 16 * warp, p2c_begin = BM - 16 - 16 * warp;
-          if (p.c2p)
-            window_terms<Tr, false, kSteps>(c2p_s + 16 * warp * kLd, qf, key_window, c2p_begin, 0, 1.0f, row_offset);
-          if (p.p2c) {
-            std::uint32_t kf[4][4];  // this warp's 16 keys of the tile as A fragments
+        if (c2p) window_terms<Tr, false, 0>(c2p_s + 16 * warp * kLd, qf, key_window, 0, width, 1.0f, row_offset);
+        if (p2c) {
+          std::uint32_t kf[4][4];
 #pragma unroll
-            for (int kk = 0; kk < 4; ++kk) mma::load_a(kf[kk], k_tile, 16 * warp, 16 * kk);
-            if (p.by_diff_ld != 0) {  // the by-diff Qr table is pre-scaled (dispatch.cuh)
-              window_terms<Tr, false, kSteps>(p2c_s + 16 * warp * kLd, kf, query_window, p2c_begin, 0, 1.0f,
-                                              row_offset);
-            } else {
-              window_terms<Tr, true, kSteps>(p2c_s + 16 * warp * kLd, kf, query_window, p2c_begin, 0, score_scale,
-                                             row_offset);
-            }
-          }
-        } else {
-          if (p.c2p) window_terms<Tr, false, 0>(c2p_s + 16 * warp * kLd, qf, key_window, 0, width, 1.0f, row_offset);
-          if (p.p2c) {
-            std::uint32_t kf[4][4];
-#pragma unroll
-            for (int kk = 0; kk < 4; ++kk) mma::load_a(kf[kk], k_tile, 16 * warp, 16 * kk);
-            window_terms<Tr, true, 0>(p2c_s + 16 * warp * kLd, kf, query_window, 0, width, score_scale, row_offset);
-          }
+          for (int kk = 0; kk < 4; ++kk) mma::load_a(kf[kk], k_tile, 16 * warp, 16 * kk);
+          window_terms<Tr, true, 0>(p2c_s + 16 * warp * kLd, kf, query_window, 0, width, score_scale, row_offset);
         }
         __syncthreads();  // terms visible to every warp; the window buffers are free
-        if (c0 + W >= win.slots && has_next) {
-          next = classify(next_ka, next_kb);
-          prepare(next, buffer ^ 1);  // in flight during the gather, softmax, P.V and the next compute_qk
-        }
+        if (c0 + W >= win.slots) request_next();
         int const row_base = 16 * warp + g;
-        if (win.by_diff) {
-          // with both terms they are added in fp16 (one more rounding of 2^-11, one conversion less)
-          auto const gather = [&]<bool kC2p, bool kP2c>() {
-#pragma unroll
-            for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                int const row = row_base + 8 * (e >> 1);
-                int const col = 8 * nt + 2 * t + (e & 1);
-                int const x = row - col + BN - 1;
-                if constexpr (kC2p && kP2c) {
-                  sc[nt][e] += __half2float(__hadd(c2p_s[row * kLd + x], p2c_s[col * kLd + x]));
-                } else if constexpr (kC2p) {
-                  sc[nt][e] += __half2float(c2p_s[row * kLd + x]);
-                } else {
-                  sc[nt][e] += __half2float(p2c_s[col * kLd + x]);
-                }
-              }
-            }
-          };
-          if (p.c2p && p.p2c) {
-            gather.template operator()<true, true>();
-          } else if (p.c2p) {
-            gather.template operator()<true, false>();
-          } else {
-            gather.template operator()<false, true>();
-          }
-          continue;  // one chunk: BM + BN - 1 rows fit the window
-        }
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
@@ -467,8 +447,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
               if (static_cast<unsigned>(local) >= static_cast<unsigned>(W)) continue;
             }
             float term = 0.0f;
-            if (p.c2p) term += __half2float(c2p_s[row * kLd + local]);
-            if (p.p2c) term += __half2float(p2c_s[col * kLd + local]);
+            if (c2p) term += __half2float(c2p_s[row * kLd + local]);
+            if (p2c) term += __half2float(p2c_s[col * kLd + local]);
             sc[nt][e] += term;
           }
         }
