@@ -177,19 +177,18 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
       if (p2c)
         mma::load_full_tile_async<kThreads, kRows>(
             query_window, static_cast<T const*>(p.query_by_diff) + row0 * p.by_diff_ld + column, p.by_diff_ld);
-      mma::cp_async_commit();
-      return;
-    }
-    for (int idx = threadIdx.x; idx < kRows * 8; idx += kThreads) {
-      int const r = idx / 8, c = idx % 8;
-      bool const valid = r < BM + BN - 1 && c * 8 < d;
-      std::int64_t const slot = slot_of_diff(w.diff_min + min(r, BM + BN - 2));
-      if (c2p)
-        mma::cp_async_16(key_window + mma::swizzle(r, c), valid ? pos_key + slot * p.pos_key_ld + c * 8 : pos_key,
-                         valid);
-      if (p2c)
-        mma::cp_async_16(query_window + mma::swizzle(r, c),
-                         valid ? pos_query + slot * p.pos_query_ld + c * 8 : pos_query, valid);
+    } else {  // no tables (head sizes below 64): each row's slot looked up
+      for (int idx = threadIdx.x; idx < kRows * 8; idx += kThreads) {
+        int const r = idx / 8, c = idx % 8;
+        bool const valid = r < BM + BN - 1 && c * 8 < d;
+        std::int64_t const slot = slot_of_diff(w.diff_min + min(r, BM + BN - 2));
+        if (c2p)
+          mma::cp_async_16(key_window + mma::swizzle(r, c), valid ? pos_key + slot * p.pos_key_ld + c * 8 : pos_key,
+                           valid);
+        if (p2c)
+          mma::cp_async_16(query_window + mma::swizzle(r, c),
+                           valid ? pos_query + slot * p.pos_query_ld + c * 8 : pos_query, valid);
+      }
     }
     mma::cp_async_commit();
   };
@@ -232,6 +231,19 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
     row_offset[i] = mma::b_rows_offset(i);
     col_offset[i] = mma::b_cols_offset(i);
   }
+  // The shared-memory addresses of the mainloop's ldmatrix, per k16 (or n16) step of buffer 0, made opaque:
+  // otherwise the compiler re-derives the swizzled offsets from the thread index in every tile (about 80
+  // instructions of ~1000 per tile and warp, Nsight Compute source counters at 32 x 512).
+  std::uint32_t k_frag[4], v_frag[4], key_a_frag[4], c2p_frag[4], p2c_frag[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    k_frag[i] = mma::opaque(mma::smem_address(k_s + row_offset[i]));  // B of Q.K^T, key rows 16np..
+    v_frag[i] = mma::opaque(mma::smem_address(v_s + col_offset[i]));  // B of P.V, value columns 16np..
+    key_a_frag[i] = mma::opaque(mma::smem_address(k_s + mma::swizzle(16 * warp + lane % 16, 2 * i + lane / 16)));
+    c2p_frag[i] = mma::opaque(mma::smem_address(key_window + 16 * warp * 64 + row_offset[i]));
+    p2c_frag[i] = mma::opaque(mma::smem_address(query_window + (BM - 16 - 16 * warp) * 64 + row_offset[i]));
+  }
+  constexpr int kTileBytes = kTile * 2, kStep16Bytes = 16 * 64 * 2;
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
@@ -293,8 +305,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
     bool const has_next = j0 + BN < length;
     mma::cp_async_wait<0>();
     __syncthreads();  // this tile's keys, values, positions and window landed; the previous tile is consumed
-    T const* k_tile = k_s + buffer * kTile;
-    T const* v_tile = v_s + buffer * kTile;
     int const* kpos = kpos_s + buffer * BN;
     int const* slot_table = slot_s + buffer * (BM + BN);
     if (has_next) load_kv(j0 + BN, buffer ^ 1);
@@ -306,7 +316,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
     // compute_qk: scores of rows g, g + 8 and key columns 8nt + 2t (+1); in an edge tile p2c is
     // Qr[edge] . k_j, accumulated with the same K fragments
     // (two instantiations rather than a branch around every mma: the branch cost a warpsync per mma)
-    float sc[8][4] = {};
+    int const kv_bytes = buffer * kTileBytes;  // this tile's K / V buffer, from buffer 0
+    float sc[8][4];                            // written by compute_qk's first k-step
     auto const compute_qk = [&]<bool kEdgeP2c>() {
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
@@ -320,9 +331,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
 #pragma unroll
         for (int np = 0; np < 4; ++np) {
           std::uint32_t kb[4];
-          mma::ldmatrix_x4(kb, k_tile + 16 * np * 64 + row_offset[kk]);
-          mma::mma_16816<T>(sc[2 * np], qf[kk], kb[0], kb[1]);
-          mma::mma_16816<T>(sc[2 * np + 1], qf[kk], kb[2], kb[3]);
+          mma::ldmatrix_x4(kb, k_frag[kk] + kv_bytes + np * kStep16Bytes);
+          if (kk == 0) {
+            mma::mma_16816_first<T>(sc[2 * np], qf[kk], kb[0], kb[1]);
+            mma::mma_16816_first<T>(sc[2 * np + 1], qf[kk], kb[2], kb[3]);
+          } else {
+            mma::mma_16816<T>(sc[2 * np], qf[kk], kb[0], kb[1]);
+            mma::mma_16816<T>(sc[2 * np + 1], qf[kk], kb[2], kb[3]);
+          }
           if constexpr (kEdgeP2c) {
             mma::mma_16816<T>(sc[2 * np], qr, kb[0], kb[1]);
             mma::mma_16816<T>(sc[2 * np + 1], qr, kb[2], kb[3]);
@@ -365,11 +381,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
       std::uint32_t kf[4][4];  // this warp's 16 keys of the tile as A fragments (p2c)
       if (p2c) {
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) mma::load_a(kf[kk], k_tile, 16 * warp, 16 * kk);
+        for (int kk = 0; kk < 4; ++kk) mma::ldmatrix_x4(kf[kk], key_a_frag[kk] + kv_bytes);
       }
       if (c2p && p2c && by_diff_tables) {  // the by-diff Qr table is pre-scaled (dispatch.cuh)
-        window_pair_terms<Tr, kSteps>(c2p_s + 16 * warp * kLd, qf, key_window, c2p_begin, p2c_s + 16 * warp * kLd, kf,
-                                      query_window, p2c_begin, row_offset);
+        window_pair_terms<Tr, kSteps, T>(c2p_s + 16 * warp * kLd, qf, c2p_frag, c2p_begin, p2c_s + 16 * warp * kLd, kf,
+                                         p2c_frag, p2c_begin);
       } else {
         if (c2p)
           window_terms<Tr, false, kSteps>(c2p_s + 16 * warp * kLd, qf, key_window, c2p_begin, 0, 1.0f, row_offset);
@@ -428,7 +444,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
         if (p2c) {
           std::uint32_t kf[4][4];
 #pragma unroll
-          for (int kk = 0; kk < 4; ++kk) mma::load_a(kf[kk], k_tile, 16 * warp, 16 * kk);
+          for (int kk = 0; kk < 4; ++kk) mma::ldmatrix_x4(kf[kk], key_a_frag[kk] + kv_bytes);
           window_terms<Tr, true, 0>(p2c_s + 16 * warp * kLd, kf, query_window, 0, width, score_scale, row_offset);
         }
         __syncthreads();  // terms visible to every warp; the window buffers are free
@@ -472,9 +488,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
     float tile_max[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float m = fmaxf(sc[0][2 * r], sc[0][2 * r + 1]);
+      float m8[8];  // a tree, 4 dependent maxima instead of a chain of 16
 #pragma unroll
-      for (int nt = 1; nt < 8; ++nt) m = fmaxf(m, fmaxf(sc[nt][2 * r], sc[nt][2 * r + 1]));
+      for (int nt = 0; nt < 8; ++nt) m8[nt] = fmaxf(sc[nt][2 * r], sc[nt][2 * r + 1]);
+#pragma unroll
+      for (int width = 4; width >= 1; width /= 2)
+#pragma unroll
+        for (int i = 0; i < width; ++i) m8[i] = fmaxf(m8[i], m8[i + width]);
+      float m = m8[0];
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
       tile_max[r] = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
     }
@@ -511,7 +532,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         std::uint32_t vb[4];
-        mma::ldmatrix_x4_trans(vb, v_tile + 16 * kk * 64 + col_offset[np]);
+        mma::ldmatrix_x4_trans(vb, v_frag[np] + kv_bytes + kk * kStep16Bytes);
         mma::mma_16816<T>(o[2 * np], a, vb[0], vb[1]);
         mma::mma_16816<T>(o[2 * np + 1], a, vb[2], vb[3]);
       }

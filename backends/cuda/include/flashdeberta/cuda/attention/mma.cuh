@@ -77,6 +77,25 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], void co
                : "r"(smem_address(row_address)));
 }
 
+// The same at a shared-memory address (smem_address), for callers that keep their addresses in registers.
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+// x, opaque to the compiler: a value derived from the thread index is otherwise re-derived where it is
+// used (rematerialized) instead of kept in its register, in every iteration of a mainloop.
+__device__ __forceinline__ std::uint32_t opaque(std::uint32_t x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+
 // A fragment of rows [row0, row0 + 16), columns [col0, col0 + 16) of a swizzled tile.
 template <class T>
 __device__ __forceinline__ void load_a(std::uint32_t (&a)[4], T const* tile, int row0, int col0) {
@@ -134,6 +153,26 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], std::uint32_t const (&a
         "{%0, %1, %2, %3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// c = a . b (the accumulator's previous value unused: no zeroing before the first k-step).
+template <class T>
+__device__ __forceinline__ void mma_16816_first(float (&c)[4], std::uint32_t const (&a)[4], std::uint32_t b0,
+                                                std::uint32_t b1) {
+  float const zero = 0.0f;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %10, %10, %10};\n"
+        : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(zero));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %10, %10, %10};\n"
+        : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(zero));
   }
 }
 

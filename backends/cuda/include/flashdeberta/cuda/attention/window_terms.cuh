@@ -75,15 +75,19 @@ __device__ __forceinline__ void window_terms(__half* out, std::uint32_t const (&
   }
 }
 
-// Both by-diff windows of a warp at once (c2p: a = Q, rows of key_window; p2c: a = K, rows of query_window;
-// neither scaled): kSteps n16 steps of each, two at a time, the mma of the four steps interleaved so that
-// four independent accumulator chains are in flight where window_terms has two.
+// Both by-diff windows of a warp at once (c2p: a = Q against the key window; p2c: a = K against the query
+// window; neither scaled): kSteps n16 steps of each, two at a time, the mma of the four steps interleaved so
+// that four independent accumulator chains are in flight where window_terms has two. c2p_frag / p2c_frag:
+// the shared-memory addresses of the first step's B fragments per k16 step (the window's first row for this
+// warp, swizzled as load_b_rows reads it); step s is 16 rows (2 KiB) further.
 template <class Tr, int kSteps, class T>
-__device__ __forceinline__ void window_pair_terms(__half* c2p_out, std::uint32_t const (&qa)[4][4], T const* key_window,
-                                                  int c2p_begin, __half* p2c_out, std::uint32_t const (&ka)[4][4],
-                                                  T const* query_window, int p2c_begin, int const (&row_offset)[4]) {
+__device__ __forceinline__ void window_pair_terms(__half* c2p_out, std::uint32_t const (&qa)[4][4],
+                                                  std::uint32_t const (&c2p_frag)[4], int c2p_begin, __half* p2c_out,
+                                                  std::uint32_t const (&ka)[4][4], std::uint32_t const (&p2c_frag)[4],
+                                                  int p2c_begin) {
   int const lane = threadIdx.x % 32;
   int const g = lane / 4, t = lane % 4;
+  constexpr int kStepBytes = Tr::kWindowStep * 64 * 2;
   auto const store = [&](__half* out, int col, float const(&acc)[4]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r)
@@ -91,18 +95,25 @@ __device__ __forceinline__ void window_pair_terms(__half* c2p_out, std::uint32_t
           mma::pack_half2_satfinite(acc[2 * r], acc[2 * r + 1]);
   };
   auto const steps = [&]<int kCount>(int i0) {
-    float c2p[kCount][2][4] = {}, p2c[kCount][2][4] = {};
+    float c2p[kCount][2][4], p2c[kCount][2][4];
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
       for (int i = 0; i < kCount; ++i) {
         std::uint32_t b[4], bq[4];
-        mma::ldmatrix_x4(b, key_window + (c2p_begin + (i0 + i) * Tr::kWindowStep) * 64 + row_offset[kk]);
-        mma::ldmatrix_x4(bq, query_window + (p2c_begin + (i0 + i) * Tr::kWindowStep) * 64 + row_offset[kk]);
-        mma::mma_16816<T>(c2p[i][0], qa[kk], b[0], b[1]);
-        mma::mma_16816<T>(p2c[i][0], ka[kk], bq[0], bq[1]);
-        mma::mma_16816<T>(c2p[i][1], qa[kk], b[2], b[3]);
-        mma::mma_16816<T>(p2c[i][1], ka[kk], bq[2], bq[3]);
+        mma::ldmatrix_x4(b, c2p_frag[kk] + (i0 + i) * kStepBytes);
+        mma::ldmatrix_x4(bq, p2c_frag[kk] + (i0 + i) * kStepBytes);
+        if (kk == 0) {
+          mma::mma_16816_first<T>(c2p[i][0], qa[kk], b[0], b[1]);
+          mma::mma_16816_first<T>(p2c[i][0], ka[kk], bq[0], bq[1]);
+          mma::mma_16816_first<T>(c2p[i][1], qa[kk], b[2], b[3]);
+          mma::mma_16816_first<T>(p2c[i][1], ka[kk], bq[2], bq[3]);
+        } else {
+          mma::mma_16816<T>(c2p[i][0], qa[kk], b[0], b[1]);
+          mma::mma_16816<T>(p2c[i][0], ka[kk], bq[0], bq[1]);
+          mma::mma_16816<T>(c2p[i][1], qa[kk], b[2], b[3]);
+          mma::mma_16816<T>(p2c[i][1], ka[kk], bq[2], bq[3]);
+        }
       }
     }
 #pragma unroll
