@@ -152,8 +152,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
       }
       return w;
     }
-    int const key_max = contiguous ? kb : warp_max_int(max(ka, kb));
-    int const key_min = contiguous ? ka : warp_min_int(min(ka, kb));
+    int const key_max = warp_max_int(max(ka, kb));
+    int const key_min = warp_min_int(min(ka, kb));
     w.diff_min = qmin - key_max;
     int const diff_max = qmax - key_min;
     w.first = slot_of_diff(w.diff_min);
