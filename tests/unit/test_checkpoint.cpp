@@ -115,6 +115,28 @@ TEST_CASE("sharded index errors") {
     CHECK(error_message([&] { Checkpoint::open(dir.path()); }).find("weight_map entry 'a' must be a string") !=
           std::string::npos);
   }
+  SUBCASE("a NUL byte, then anything, after the index") {
+    write_sharded(dir, kGoodMap);
+    std::string const index = (dir / "model.safetensors.index.json").string();
+    std::string const text = R"({"metadata": {"total_size": 32}, "weight_map": )" + kGoodMap + "}";
+    // Before, the parse stopped at the NUL and the second weight_map was never read.
+    write_file(dir / "model.safetensors.index.json", text + std::string(1, '\0') + R"(, "weight_map": {}})");
+    CHECK(error_message([&] { Checkpoint::open(dir.path()); }) ==
+          index + ": shard index has a NUL byte at offset " + std::to_string(text.size()) +
+              "; JSON text cannot contain one (the file is truncated, padded or not JSON)");
+    write_file(dir / "model.safetensors.index.json", text + " garbage");
+    CHECK(error_message([&] { Checkpoint::open(dir.path()); }).rfind(index + ": shard index is not valid JSON (", 0) ==
+          0);
+    write_file(dir / "model.safetensors.index.json", text + "\n");
+    CHECK(Checkpoint::open(dir.path()).size() == 2);
+  }
+  SUBCASE("a shard name with an escaped NUL, which would cut the path short") {
+    write_sharded(dir, R"({"embeddings.word_embeddings.weight": "model-00001-of-00002.safetensors\u0000.x"})");
+    CHECK(error_message([&] { Checkpoint::open(dir.path()); }) ==
+          prefix +
+              "model.safetensors.index.json maps 'embeddings.word_embeddings.weight' to a shard name with a NUL byte "
+              "at offset 32, which no file name can hold");
+  }
   SUBCASE("a corrupt shard is reported with its own path") {
     write_sharded(dir, kGoodMap);
     write_file(dir / "model-00002-of-00002.safetensors", "short");

@@ -73,7 +73,11 @@ void check_against_expected(std::map<std::string, TensorInfo, std::less<>> const
                             std::string const& what) {
   INFO(what);
   CHECK(got.size() == expected.size());
-  for (auto const& [name, want] : expected.tensors()) {
+  for (auto const& entry : expected.tensors()) {
+    // Named references, not a structured binding: INFO expands to a lambda, and clang before 16 cannot
+    // capture structured bindings.
+    auto const& name = entry.first;
+    auto const& want = entry.second;
     INFO("tensor " << name);
     auto it = got.find(name);
     REQUIRE(it != got.end());

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -128,14 +129,15 @@ inline std::vector<std::int64_t> row_major(std::vector<std::int64_t> const& size
   return stride;
 }
 
-// What torch.save writes for an OrderedDict of tensors (torch 1.13's opcodes, without the memo).
-inline std::string state_dict_pickle(std::vector<FakeTensor> const& tensors) {
+// What torch.save writes for an OrderedDict of tensors (torch 1.13's opcodes, without the memo). The
+// legacy format's persistent ids carry a sixth element, the storage view (None here).
+inline std::string state_dict_pickle(std::vector<FakeTensor> const& tensors, bool legacy = false) {
   std::string p = "\x80\x02" + global("collections", "OrderedDict") + ")R(";
   for (auto const& t : tensors) {
     p += str(t.name) + global("torch._utils", "_rebuild_tensor_v2") + "((" + str("storage") +
-         global("torch", t.storage_type) + str(t.key) + str("cpu") + integer(t.storage_numel) + "tQ" +
-         integer(t.offset) + int_tuple(t.size) + int_tuple(t.stride) + "\x89" + global("collections", "OrderedDict") +
-         ")RtR";
+         global("torch", t.storage_type) + str(t.key) + str("cpu") + integer(t.storage_numel) + (legacy ? "N" : "") +
+         "tQ" + integer(t.offset) + int_tuple(t.size) + int_tuple(t.stride) + "\x89" +
+         global("collections", "OrderedDict") + ")RtR";
   }
   return p + "u.";
 }
@@ -148,6 +150,27 @@ inline std::string torch_zip(std::string const& pickle,
   for (auto const& [key, data] : storages) records.push_back({"archive/data/" + key, data});
   records.push_back({"archive/version", "3\n"});
   return make_zip(records, zip64);
+}
+
+// A legacy torch.save image (torch < 1.6): the magic number, protocol 1001 and sys_info pickles, then
+// `dict_pickle` (written with legacy = true), `keys_pickle` (the list of storage keys) and the raw
+// storages, each an int64 element count and its bytes.
+struct LegacyStorage {
+  std::int64_t numel = 0;
+  std::string data;
+};
+inline std::string torch_legacy(std::string const& dict_pickle, std::string const& keys_pickle,
+                                std::vector<LegacyStorage> const& storages = {}) {
+  std::string out(std::begin(flashdeberta::detail::kTorchLegacyMagic),
+                  std::end(flashdeberta::detail::kTorchLegacyMagic));
+  out += "\x80\x02M\xe9\x03.";  // BININT2 1001
+  out += "\x80\x02}(" + str("little_endian") + "\x88u.";
+  out += dict_pickle + keys_pickle;
+  for (auto const& s : storages) {
+    put_le(out, static_cast<std::uint64_t>(s.numel), 8);
+    out += s.data;
+  }
+  return out;
 }
 
 // Converts a safetensors checkpoint to pytorch_model.bin in `dir`, one storage per tensor, each tensor

@@ -190,6 +190,13 @@ class Checkpoint {
       std::string const& shard = io::json_as_string(value, index_name, "weight_map entry '" + name + "'");
       auto [it, inserted] = file_ids.emplace(shard, files_.size());
       if (inserted) {
+        // A NUL ("\u0000" in the JSON) would cut the name short when it reaches the operating system
+        // (and the message below short when printed, so the name is not quoted).
+        std::size_t const nul = shard.find('\0');
+        FLASHDEBERTA_REQUIRE(nul == std::string::npos, "checkpoint " << directory_.string() << ": " << index_file
+                                                                     << " maps '" << name
+                                                                     << "' to a shard name with a NUL byte at offset "
+                                                                     << nul << ", which no file name can hold");
         // Only plain names: an index must not make the loader read files outside the checkpoint.
         std::filesystem::path const shard_path(shard);
         FLASHDEBERTA_REQUIRE(!shard.empty() && shard_path == shard_path.filename() && shard != "." && shard != "..",

@@ -61,10 +61,68 @@ inline std::string json_describe(Json const& value, std::size_t limit = 80) {
   return std::string(json_type_name(value)) + " " + text;
 }
 
-// Parses `text` as one JSON document. `what` names the document in messages ("safetensors header").
+// Offset of the first byte of `text` that is not part of well-formed UTF-8 (RFC 3629: no overlong
+// forms, no surrogates, nothing above U+10FFFF, no truncated sequence), or nullopt. The same rule as
+// Rust's str::from_utf8 and Python's strict "utf-8" codec, which the reference readers apply first.
+inline std::optional<std::size_t> find_invalid_utf8(std::string_view text) {
+  auto const byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  std::size_t i = 0;
+  while (i < text.size()) {
+    unsigned char const lead = byte(i);
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t length = 0;
+    unsigned char low = 0x80, high = 0xBF;  // the range of the second byte; later ones are 80..BF
+    if (lead >= 0xC2 && lead <= 0xDF) {
+      length = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      length = 3;
+      if (lead == 0xE0) low = 0xA0;   // overlong below U+0800
+      if (lead == 0xED) high = 0x9F;  // UTF-16 surrogates U+D800..U+DFFF
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      length = 4;
+      if (lead == 0xF0) low = 0x90;   // overlong below U+10000
+      if (lead == 0xF4) high = 0x8F;  // above U+10FFFF
+    } else {
+      return i;  // a continuation byte, an overlong lead (C0, C1) or F5..FF
+    }
+    if (length > text.size() - i || byte(i + 1) < low || byte(i + 1) > high) return i;
+    for (std::size_t k = 2; k < length; ++k) {
+      if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return i;
+    }
+    i += length;
+  }
+  return std::nullopt;
+}
+
+// The checks every JSON text gets before nlohmann sees it, to be as strict as the readers HF uses
+// (Python's json over a UTF-8 decode, serde_json over str::from_utf8): UTF-8 without a byte order
+// mark, and no NUL byte. nlohmann's lexer takes a NUL for the end of the input, so "{...}\0garbage"
+// would otherwise parse, with nothing after the NUL ever looked at.
+inline void check_json_text(std::string_view text, std::string_view source, std::string_view what) {
+  if (std::size_t const nul = text.find('\0'); nul != std::string_view::npos) {
+    FLASHDEBERTA_FAIL(source << ": " << what << " has a NUL byte at offset " << nul
+                             << "; JSON text cannot contain one (the file is truncated, padded or not JSON)");
+  }
+  FLASHDEBERTA_REQUIRE(!text.starts_with("\xEF\xBB\xBF"),
+                       source << ": " << what
+                              << " starts with a UTF-8 byte order mark, which JSON readers (Python's json, serde_json) "
+                                 "refuse; save the file as UTF-8 without a BOM");
+  if (std::optional<std::size_t> const bad = find_invalid_utf8(text)) {
+    FLASHDEBERTA_FAIL(source << ": " << what << " is not valid UTF-8: byte 0x" << std::hex
+                             << static_cast<unsigned>(static_cast<unsigned char>(text[*bad])) << std::dec
+                             << " at offset " << *bad << " does not start a well-formed UTF-8 sequence");
+  }
+}
+
+// Parses `text` as one JSON document. `what` names the document in messages ("config"). The text
+// passes check_json_text, and nothing but whitespace (space, tab, CR, LF) may follow the value.
 // Duplicate keys in any object are rejected: nlohmann (and Python) silently keep the last one, so
 // two readers of the same file could disagree about its contents.
 inline Json parse_json(std::string_view text, std::string_view source, std::string_view what) {
+  check_json_text(text, source, what);
   std::vector<std::set<std::string>> open_objects;
   auto on_event = [&](int depth, Json::parse_event_t event, Json& parsed) -> bool {
     switch (event) {

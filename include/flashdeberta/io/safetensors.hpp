@@ -4,6 +4,16 @@
 // The whole header is validated before any tensor byte is touched, so a corrupt or hostile file
 // fails with a message naming the file, the tensor and the sizes involved, never with a crash or a
 // read outside the mapping. Data may be unaligned: every read goes through memcpy.
+//
+// The file is accepted exactly when the Rust `safetensors` crate (SafeTensors::read_metadata and
+// Metadata::validate, which every HF loader goes through) accepts it: N <= 100,000,000; the header is
+// UTF-8 JSON starting with '{', with only whitespace after the object (the Rust writer pads it with
+// spaces to a multiple of 8 bytes); the tensors, sorted by data_offsets, tile the data section from
+// byte 0 with no hole and no overlap, and the last one ends at the end of the file. The header is read
+// against its schema (safetensors_header.hpp), so a value of the wrong type fails where it appears, as
+// in the crate's typed parse. Stricter than the crate where a file is hand-edited or foreign: duplicate
+// JSON keys, keys other than dtype/shape/data_offsets in a tensor entry, an entry written as a JSON
+// array (serde takes a struct from a sequence), and dtypes the library cannot compute with.
 #pragma once
 
 #include <algorithm>
@@ -23,8 +33,8 @@
 
 #include "flashdeberta/core/dtype.hpp"
 #include "flashdeberta/core/error.hpp"
-#include "flashdeberta/io/json.hpp"
 #include "flashdeberta/io/mapped_file.hpp"
+#include "flashdeberta/io/safetensors_header.hpp"
 
 namespace flashdeberta {
 
@@ -41,8 +51,8 @@ struct TensorInfo {
 
 namespace detail {
 
-// A safetensors header larger than this is not a model checkpoint (the Rust reference uses the same cap).
-inline constexpr std::uint64_t kMaxSafetensorsHeader = std::uint64_t{100} << 20;
+// The Rust reference's MAX_HEADER_SIZE, in bytes (decimal, not 100 MiB).
+inline constexpr std::uint64_t kMaxSafetensorsHeader = 100'000'000;
 
 inline std::optional<DType> parse_dtype_name(std::string_view name) {
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kF64, DType::kI64, DType::kI32, DType::kI16,
@@ -195,64 +205,56 @@ class SafetensorsFile {
     std::uint64_t header_size = 0;
     for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | std::to_integer<std::uint64_t>(bytes[i]);
     FLASHDEBERTA_REQUIRE(header_size <= detail::kMaxSafetensorsHeader,
-                         source_ << ": header length " << header_size << " exceeds the 100 MiB limit");
+                         source_ << ": header length " << header_size << " exceeds the limit of "
+                                 << detail::kMaxSafetensorsHeader << " bytes");
     FLASHDEBERTA_REQUIRE(header_size <= bytes.size() - 8, source_ << ": header length " << header_size
                                                                   << " runs past the end of the file (only "
                                                                   << bytes.size() - 8 << " bytes follow it)");
     std::string_view const text(reinterpret_cast<char const*>(bytes.data()) + 8, header_size);
-    io::Json const header = io::parse_json(text, source_, "safetensors header");
-    FLASHDEBERTA_REQUIRE(header.is_object(),
-                         source_ << ": safetensors header must be a JSON object, found " << io::json_describe(header));
+    // The Rust reader refuses anything else here, leading whitespace included.
+    if (text.empty() || text.front() != '{') {
+      FLASHDEBERTA_FAIL(source_ << ": safetensors header must start with '{', found "
+                                << (text.empty() ? std::string("an empty header")
+                                                 : "byte 0x" + hex_byte(static_cast<unsigned char>(text.front()))));
+    }
+    detail::SafetensorsHeader header = detail::parse_safetensors_header(text, source_);
+    metadata_ = std::move(header.metadata);
     std::span<std::byte const> const data = bytes.subspan(8 + header_size);
-    for (auto const& [name, entry] : header.items()) {
-      if (name == "__metadata__") {
-        parse_metadata(entry);
-      } else {
-        tensors_.emplace(name, parse_entry(name, entry, data));
-      }
+    std::vector<Extent> extents;
+    extents.reserve(header.tensors.size());
+    for (detail::SafetensorsHeaderEntry& entry : header.tensors) {
+      TensorInfo info = make_info(entry, data, extents);
+      // No structured bindings here: clang < 16 cannot capture them in the message lambdas.
+      auto const emplaced = tensors_.emplace(std::move(entry.name), std::move(info));
+      std::string const& name = emplaced.first->first;
+      FLASHDEBERTA_REQUIRE(emplaced.second, source_ << ": safetensors header has duplicate key '" << name << "'");
+      extents.back().name = &name;
     }
-    check_overlaps();
+    check_layout(extents, data.size());
   }
 
-  void parse_metadata(io::Json const& entry) {
-    if (!entry.is_object()) io::fail_json_type(source_, "__metadata__", "an object of strings", entry);
-    for (auto const& [key, value] : entry.items()) {
-      metadata_.emplace(key, io::json_as_string(value, source_, "__metadata__ value of '" + key + "'"));
-    }
-  }
+  // Where a tensor's bytes lie in the data section, for the layout check.
+  struct Extent {
+    std::uint64_t begin = 0, end = 0;
+    std::string const* name = nullptr;
+  };
 
-  std::int64_t non_negative(io::Json const& value, std::string const& what) const {
-    std::int64_t const v = io::json_as_int64(value, source_, what);
-    FLASHDEBERTA_REQUIRE(v >= 0, source_ << ": " << what << " is " << v << "; it must be non-negative");
-    return v;
-  }
+  static std::string hex_byte(unsigned char b) { return {"0123456789abcdef"[b >> 4], "0123456789abcdef"[b & 15]}; }
 
-  TensorInfo parse_entry(std::string const& name, io::Json const& entry, std::span<std::byte const> data) const {
-    std::string const tensor = "tensor '" + name + "'";
-    if (!entry.is_object()) io::fail_json_type(source_, tensor, "an object with dtype, shape, data_offsets", entry);
-    for (auto const& item : entry.items()) {
-      FLASHDEBERTA_REQUIRE(item.key() == "dtype" || item.key() == "shape" || item.key() == "data_offsets",
-                           source_ << ": " << tensor << " has unexpected key '" << item.key()
-                                   << "' (expected exactly dtype, shape, data_offsets)");
-    }
-    for (char const* key : {"dtype", "shape", "data_offsets"}) {
-      FLASHDEBERTA_REQUIRE(entry.contains(key), source_ << ": " << tensor << " is missing '" << key << "'");
-    }
-
+  // The TensorInfo of a header entry (JSON types already checked), with its shape moved out of it.
+  TensorInfo make_info(detail::SafetensorsHeaderEntry& entry, std::span<std::byte const> data,
+                       std::vector<Extent>& extents) const {
+    std::string const tensor = "tensor '" + entry.name + "'";
+    std::string const& dtype = entry.dtype;
     TensorInfo info;
-    info.name = name;
-    std::string const& dtype = io::json_as_string(entry["dtype"], source_, "dtype of " + tensor);
+    info.name = entry.name;
     std::optional<DType> const parsed = detail::parse_dtype_name(dtype);
     FLASHDEBERTA_REQUIRE(parsed.has_value(), source_
                                                  << ": " << tensor << " has unknown dtype '" << dtype
                                                  << "' (supported: F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL)");
     info.dtype = *parsed;
 
-    io::Json const& shape = entry["shape"];
-    if (!shape.is_array()) io::fail_json_type(source_, "shape of " + tensor, "an array of integers", shape);
-    for (std::size_t i = 0; i < shape.size(); ++i) {
-      info.shape.push_back(non_negative(shape[i], "shape[" + std::to_string(i) + "] of " + tensor));
-    }
+    info.shape = std::move(entry.shape);
     std::optional<std::int64_t> const numel = detail::checked_numel(info.shape);
     std::int64_t const elem = static_cast<std::int64_t>(dtype_size(info.dtype));
     FLASHDEBERTA_REQUIRE(numel && *numel <= std::numeric_limits<std::int64_t>::max() / elem,
@@ -260,13 +262,8 @@ class SafetensorsFile {
                                  << ", whose byte size overflows int64");
     info.numel = *numel;
 
-    io::Json const& offsets = entry["data_offsets"];
-    if (!offsets.is_array() || offsets.size() != 2) {
-      io::fail_json_type(source_, "data_offsets of " + tensor, "an array of exactly two integers [begin, end]",
-                         offsets);
-    }
-    std::int64_t const begin = non_negative(offsets[0], "data_offsets[0] of " + tensor);
-    std::int64_t const end = non_negative(offsets[1], "data_offsets[1] of " + tensor);
+    std::int64_t const begin = entry.begin;
+    std::int64_t const end = entry.end;
     FLASHDEBERTA_REQUIRE(begin <= end,
                          source_ << ": " << tensor << " has data_offsets begin " << begin << " > end " << end);
     FLASHDEBERTA_REQUIRE(static_cast<std::uint64_t>(end) <= data.size(),
@@ -277,29 +274,52 @@ class SafetensorsFile {
                                                                    << " and shape " << detail::format_shape(info.shape)
                                                                    << " need " << info.numel * elem);
     info.bytes = data.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin));
+    extents.push_back({static_cast<std::uint64_t>(begin), static_cast<std::uint64_t>(end), nullptr});
     return info;
   }
 
-  // Two tensors sharing bytes would alias; HF never writes that, so it signals a corrupt header.
-  // Empty tensors occupy no bytes and cannot overlap anything.
-  void check_overlaps() const {
-    struct Range {
-      std::uintptr_t begin, end;
-      std::string const* name;
+  // Metadata::validate of the Rust reference: sorted by data_offsets (ties by name, so the message
+  // does not depend on the order of the header), each tensor begins where the previous one ended,
+  // starting at byte 0, and the last one ends at the end of the file. A hole is bytes no tensor
+  // owns (a sign of a truncated or spliced file), an overlap makes two tensors alias. Empty tensors
+  // take part like any other: [8, 8] is refused inside [0, 16], as the reference refuses it.
+  void check_layout(std::vector<Extent>& extents, std::uint64_t data_size) const {
+    std::sort(extents.begin(), extents.end(), [](Extent const& a, Extent const& b) {
+      if (a.begin != b.begin) return a.begin < b.begin;
+      if (a.end != b.end) return a.end < b.end;
+      return *a.name < *b.name;
+    });
+    auto const describe = [](Extent const& e) {
+      return "'" + *e.name + "' (data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "])";
     };
-    std::vector<Range> ranges;
-    for (auto const& [name, t] : tensors_) {
-      auto const begin = reinterpret_cast<std::uintptr_t>(t.bytes.data());
-      if (!t.bytes.empty()) ranges.push_back({begin, begin + t.bytes.size(), &name});
+    std::uint64_t covered = 0;  // the data section's bytes [0, covered) belong to the tensors so far
+    for (std::size_t i = 0; i < extents.size(); ++i) {
+      Extent const& cur = extents[i];
+      if (i == 0) {
+        FLASHDEBERTA_REQUIRE(cur.begin == 0, source_ << ": tensor " << describe(cur)
+                                                     << " is the first in the data section"
+                                                     << " but starts at byte " << cur.begin << ", leaving a hole of "
+                                                     << cur.begin << " bytes before it that no tensor owns");
+      } else {
+        Extent const& prev = extents[i - 1];
+        FLASHDEBERTA_REQUIRE(cur.begin <= covered, source_ << ": tensors " << describe(prev) << " and " << describe(cur)
+                                                           << " leave a hole of " << cur.begin - covered
+                                                           << " bytes between them that no tensor owns");
+        FLASHDEBERTA_REQUIRE(cur.begin == covered, source_ << ": tensors " << describe(prev) << " and " << describe(cur)
+                                                           << " overlap: '" << *cur.name << "' starts "
+                                                           << covered - cur.begin << " bytes before '" << *prev.name
+                                                           << "' ends");
+      }
+      covered = cur.end;
     }
-    std::sort(ranges.begin(), ranges.end(), [](Range const& a, Range const& b) { return a.begin < b.begin; });
-    for (std::size_t i = 1; i < ranges.size(); ++i) {
-      Range const& prev = ranges[i - 1];
-      Range const& cur = ranges[i];
-      FLASHDEBERTA_REQUIRE(prev.end <= cur.begin, source_ << ": tensors '" << *prev.name << "' ("
-                                                          << prev.end - prev.begin << " bytes) and '" << *cur.name
-                                                          << "' (" << cur.end - cur.begin << " bytes) overlap by "
-                                                          << prev.end - cur.begin << " bytes");
+    if (covered != data_size) {  // only short: every end was checked against the data section
+      FLASHDEBERTA_FAIL(
+          source_ << ": the data section is " << data_size << " bytes, but "
+                  << (extents.empty()
+                          ? std::string("the header names no tensor")
+                          : "its last tensor " + describe(extents.back()) + " ends at byte " + std::to_string(covered))
+                  << ": " << data_size - covered
+                  << " trailing bytes that no tensor owns (the file must end where its last tensor does)");
     }
   }
 

@@ -19,6 +19,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -225,6 +226,10 @@ class TorchFile {
     std::size_t pos = 0;
     io::TorchStateDict const dict =
         io::unpickle_state_dict(pickle, pos, source_, pickle_name, io::TorchPersistentIds::kZip);
+    // torch.save writes the pickle and nothing else into the record; torch.load would ignore a tail.
+    FLASHDEBERTA_REQUIRE(pos == pickle.size(), source_ << ": " << pickle_name << " has " << pickle.size() - pos
+                                                       << " bytes after the pickle's STOP opcode at byte " << pos - 1
+                                                       << "; torch.save writes nothing there");
     tensors_ = detail::torch_tensor_infos(source_, dict, [&](io::TorchStorageRef const& ref) {
       std::string const record = prefix + "data/" + ref.key;
       io::ZipEntry const* entry = zip.find(record);
@@ -261,25 +266,33 @@ class TorchFile {
     }
     io::TorchStateDict const dict =
         io::unpickle_state_dict(bytes, pos, source_, "the state dict pickle", io::TorchPersistentIds::kLegacy);
-    std::vector<std::string> keys;
+    // The storages the state dict names, by key. The key list must name each of them at most once
+    // and nothing else; checking that while reading it means no key is copied that a list of memo
+    // references could repeat without bound.
+    std::map<std::string, io::TorchStorageRef const*, std::less<>> refs;
+    for (auto const& ref : dict.storages) refs.emplace(ref.key, &ref);
+    std::vector<io::TorchStorageRef const*> listed;  // in file order
     {
       io::TorchUnpickler u(bytes, source_, "the storage key pickle", io::TorchPersistentIds::kLegacy);
       auto const list = u.run(pos);
       FLASHDEBERTA_REQUIRE(u.kind(list) == Kind::kList, source_ << ": legacy storage keys are not a list");
+      std::set<std::string_view> seen;
       for (auto const& key : u.items_of(list)) {
         FLASHDEBERTA_REQUIRE(u.kind(key) == Kind::kString, source_ << ": a legacy storage key is not a string");
-        keys.push_back(u.string_of(key));
+        std::string const& name = u.string_of(key);
+        auto const it = refs.find(name);
+        FLASHDEBERTA_REQUIRE(it != refs.end(), source_ << ": storage '"
+                                                       << name.substr(0, io::TorchUnpickler::kMaxStorageKey)
+                                                       << "' is listed but no tensor of the state dict uses it");
+        FLASHDEBERTA_REQUIRE(seen.insert(it->first).second, source_ << ": storage '" << name << "' is listed twice");
+        listed.push_back(it->second);
       }
     }
-    // The raw storages follow in the order of `keys`: int64 element count, then the elements.
-    std::map<std::string, io::TorchStorageRef const*, std::less<>> refs;
-    for (auto const& ref : dict.storages) refs.emplace(ref.key, &ref);
+    // The raw storages follow in the order of the list: int64 element count, then the elements.
     std::map<std::string, std::span<std::byte const>, std::less<>> data;
-    for (std::string const& key : keys) {
-      auto const it = refs.find(key);
-      FLASHDEBERTA_REQUIRE(it != refs.end(),
-                           source_ << ": storage '" << key << "' is listed but no tensor of the state dict uses it");
-      io::TorchStorageRef const& ref = *it->second;
+    for (io::TorchStorageRef const* listed_ref : listed) {
+      io::TorchStorageRef const& ref = *listed_ref;
+      std::string const& key = ref.key;
       FLASHDEBERTA_REQUIRE(bytes.size() - pos >= 8, source_ << ": storage '" << key << "' starts at byte " << pos
                                                             << ", past the end of the file (" << bytes.size()
                                                             << " bytes); the file is truncated");
@@ -294,8 +307,7 @@ class TorchFile {
                            source_ << ": storage '" << key << "' (" << detail::storage_type_name(ref.dtype) << " of "
                                    << count << " elements) at byte " << pos << " runs past the end of the file ("
                                    << bytes.size() << " bytes); the file is truncated");
-      FLASHDEBERTA_REQUIRE(data.emplace(key, bytes.subspan(pos, count * elem)).second,
-                           source_ << ": storage '" << key << "' is listed twice");
+      data.emplace(key, bytes.subspan(pos, count * elem));
       pos += count * elem;
     }
     tensors_ = detail::torch_tensor_infos(source_, dict, [&](io::TorchStorageRef const& ref) {

@@ -7,6 +7,14 @@
 // _rebuild_parameter and the torch.*Storage types. Any other global or opcode (INST, OBJ, NEWOBJ,
 // extension codes, ...) is a flashdeberta::Error naming the file, the byte offset and the offender.
 // The machine is iterative (no recursion) and its stack, mark stack and memo are bounded.
+//
+// The memo lets a pickle name a value again for 2 bytes, so what it builds is not bounded by its size:
+// REDUCE on a memoized _rebuild_tensor_v2 and 64-dimension arguments makes a 1 KB tensor record for
+// every 6 bytes. Every value the machine keeps (strings, container items, memo entries, tensor records,
+// storages, the state dict's copies) is therefore charged its size in bytes, and the total may not pass
+// kBudgetPerByte x the pickle bytes read so far (plus kBudgetSlack), so the memory and the time a pickle
+// costs stay linear in its size whatever it does. The stack is not charged: every opcode pushes at most
+// one value, so it never holds more values than bytes were read (and at most kMaxStack).
 #pragma once
 
 #include <cstddef>
@@ -71,13 +79,13 @@ enum class PickleGlobal : std::uint8_t {
 
 // A value on the machine's stack. Containers, strings, storages and tensors live in the machine's
 // arenas and are referred to by index, so the memo shares them as pickle requires and a self-referencing
-// pickle cannot leak or recurse.
+// pickle cannot leak or recurse. 16 bytes: containers of memo references are the commonest large thing.
 struct PickleValue {
   PickleKind kind = PickleKind::kNone;
-  std::int64_t i = 0;     // kBool, kInt; kGlobal: the PickleGlobal
-  double f = 0.0;         // kFloat
   std::uint32_t ref = 0;  // arena index; kGlobal kStorageType: the DType
+  std::int64_t i = 0;     // kBool, kInt; kGlobal: the PickleGlobal; kFloat: the double's bits (never read)
 };
+static_assert(sizeof(PickleValue) == 16, "the memory budget charges 16 bytes per value");
 
 // With its article, for "found a tuple", "is an int".
 inline char const* pickle_kind_name(PickleKind k) {
@@ -139,6 +147,13 @@ class TorchUnpickler {
   // reference is bounded: a tensor's dimensions and a storage key.
   static constexpr std::size_t kMaxDims = 64;
   static constexpr std::size_t kMaxStorageKey = 256;
+  // Memory (in bytes, counted as below) allowed per pickle byte read, plus a constant for tiny pickles.
+  // The state dicts torch writes take 10 to 13 per byte (test_torch_pickle_bounds.cpp checks the
+  // fixtures), so 32 leaves room for other writers while a hostile 4 MB pickle stops before 130 MB.
+  static constexpr std::uint64_t kBudgetPerByte = 32;
+  static constexpr std::uint64_t kBudgetSlack = std::uint64_t{1} << 16;
+  // What one node of a std::map / std::set / hash map costs beyond its payload, with allocator overhead.
+  static constexpr std::uint64_t kNodeBytes = 64;
 
   // `bytes` holds the pickle (and possibly more after its STOP); `what` names it in messages
   // ("archive/data.pkl", "the main pickle").
@@ -148,6 +163,7 @@ class TorchUnpickler {
   // Runs from `pos` through STOP and returns the value left on top; `pos` ends just past the STOP.
   Value run(std::size_t& pos) {
     pos_ = pos;
+    start_ = pos;
     for (;;) {
       op_at_ = pos_;
       FLASHDEBERTA_REQUIRE(pos_ < bytes_.size(), source_ << ": " << what_ << " ends at byte " << pos_
@@ -168,6 +184,22 @@ class TorchUnpickler {
   std::vector<std::pair<Value, Value>> const& dict_of(Value const& v) const { return dicts_[v.ref]; }
   TorchTensorRecord const& tensor_of(Value const& v) const { return tensors_[v.ref]; }
   std::vector<TorchStorageRef>& storages() { return storages_; }
+
+  // Bytes charged so far (see kBudgetPerByte), for tests and for callers that copy values out.
+  std::uint64_t cost() const { return cost_; }
+
+  // Charges `bytes` of memory kept (or work done) on behalf of the pickle; throws once the total
+  // passes the bound. Callers copying values out of a finished machine charge their copies here.
+  void charge(std::uint64_t bytes) {
+    cost_ += bytes;
+    std::uint64_t const read = pos_ - start_;
+    FLASHDEBERTA_REQUIRE(cost_ <= kBudgetPerByte * read + kBudgetSlack,
+                         where() << "unpickling takes " << cost_ << " bytes of memory, which exceeds the bound of "
+                                 << kBudgetPerByte << " x the pickle's " << read << " bytes read so far + "
+                                 << kBudgetSlack
+                                 << "; its memo references multiply values far beyond what a state "
+                                    "dict of this size holds");
+  }
 
   // "source: what byte N, opcode 'c' (GLOBAL): " for messages about the current opcode.
   std::string where() const {
@@ -213,20 +245,24 @@ class TorchUnpickler {
     return line;
   }
 
+  static std::uint32_t index_of_last(std::size_t arena_size) { return static_cast<std::uint32_t>(arena_size - 1); }
   Value make_string(std::size_t n) {
     auto const b = read(n);
+    charge(sizeof(std::string) + n);
     strings_.emplace_back(reinterpret_cast<char const*>(b.data()), b.size());
-    return {Kind::kString, 0, 0.0, static_cast<std::uint32_t>(strings_.size() - 1)};
+    return {Kind::kString, index_of_last(strings_.size()), 0};
   }
   Value make_seq(Kind kind, std::vector<Value> items) {
+    charge(sizeof(std::vector<Value>) + items.size() * sizeof(Value));
     seqs_.push_back(std::move(items));
-    return {kind, 0, 0.0, static_cast<std::uint32_t>(seqs_.size() - 1)};
+    return {kind, index_of_last(seqs_.size()), 0};
   }
   Value make_dict() {
+    charge(sizeof(std::vector<std::pair<Value, Value>>));
     dicts_.emplace_back();
-    return {Kind::kDict, 0, 0.0, static_cast<std::uint32_t>(dicts_.size() - 1)};
+    return {Kind::kDict, index_of_last(dicts_.size()), 0};
   }
-  static Value make_int(std::int64_t v) { return {Kind::kInt, v, 0.0, 0}; }
+  static Value make_int(std::int64_t v) { return {Kind::kInt, 0, v}; }
 
   // Everything above the last mark, removing the mark.
   std::vector<Value> pop_to_mark() {
@@ -237,21 +273,45 @@ class TorchUnpickler {
     return items;
   }
 
+  // Picklers number memo entries 0, 1, 2, ..., so keys are kept in a vector while they come in that
+  // order (16 bytes each) and in a hash map otherwise. Invariant: no sparse key is below dense's size.
+  std::size_t memo_size() const { return memo_dense_.size() + memo_sparse_.size(); }
   void memo_put(std::uint64_t key) {
     need(1);
-    FLASHDEBERTA_REQUIRE(memo_.size() < kMaxMemo || memo_.count(key), where()
-                                                                          << "memo exceeds " << kMaxMemo << " entries");
-    memo_[key] = stack_.back();
+    Value const value = stack_.back();
+    if (key < memo_dense_.size()) {
+      memo_dense_[key] = value;
+      return;
+    }
+    auto const sparse = memo_sparse_.find(key);
+    if (sparse != memo_sparse_.end()) {
+      sparse->second = value;
+      return;
+    }
+    FLASHDEBERTA_REQUIRE(memo_size() < kMaxMemo, where() << "memo exceeds " << kMaxMemo << " entries");
+    if (key != memo_dense_.size()) {
+      charge(sizeof(std::pair<std::uint64_t, Value>) + kNodeBytes);
+      memo_sparse_.emplace(key, value);
+      return;
+    }
+    charge(sizeof(Value));
+    memo_dense_.push_back(value);
+    for (auto next = memo_sparse_.find(memo_dense_.size()); next != memo_sparse_.end();
+         next = memo_sparse_.find(memo_dense_.size())) {
+      memo_dense_.push_back(next->second);
+      memo_sparse_.erase(next);
+    }
   }
   void memo_get(std::uint64_t key) {
-    auto it = memo_.find(key);
-    FLASHDEBERTA_REQUIRE(it != memo_.end(), where() << "memo key " << key << " was never stored");
+    if (key < memo_dense_.size()) return push(memo_dense_[key]);
+    auto it = memo_sparse_.find(key);
+    FLASHDEBERTA_REQUIRE(it != memo_sparse_.end(), where() << "memo key " << key << " was never stored");
     push(it->second);
   }
 
   Value global(std::string const& module, std::string const& name) {
     using G = detail::PickleGlobal;
-    auto make = [](G g, std::uint32_t ref = 0) { return Value{Kind::kGlobal, static_cast<std::int64_t>(g), 0.0, ref}; };
+    auto make = [](G g, std::uint32_t ref = 0) { return Value{Kind::kGlobal, ref, static_cast<std::int64_t>(g)}; };
     if (module == "collections" && name == "OrderedDict") return make(G::kOrderedDict);
     if (module == "torch._utils" && name == "_rebuild_tensor_v2") return make(G::kRebuildTensorV2);
     if (module == "torch._utils" && name == "_rebuild_tensor") return make(G::kRebuildTensor);
@@ -290,11 +350,14 @@ class TorchUnpickler {
   std::string what_;
   TorchPersistentIds ids_;
   std::size_t pos_ = 0;
+  std::size_t start_ = 0;  // where the pickle begins in bytes_
+  std::uint64_t cost_ = 0;
   std::size_t op_at_ = 0;
   std::uint8_t op_ = 0;
   std::vector<Value> stack_;
-  std::vector<std::size_t> marks_;  // stack sizes at each MARK
-  std::unordered_map<std::uint64_t, Value> memo_;
+  std::vector<std::size_t> marks_;                        // stack sizes at each MARK
+  std::vector<Value> memo_dense_;                         // keys 0 .. size - 1
+  std::unordered_map<std::uint64_t, Value> memo_sparse_;  // any other key
   std::vector<std::string> strings_;
   std::vector<std::vector<Value>> seqs_;
   std::vector<std::vector<std::pair<Value, Value>>> dicts_;
@@ -321,10 +384,10 @@ inline void TorchUnpickler::step() {
       marks_.push_back(stack_.size());
       return;
     case 'N':
-      return push({Kind::kNone, 0, 0.0, 0});
+      return push({Kind::kNone, 0, 0});
     case 0x88:  // NEWTRUE
     case 0x89:  // NEWFALSE
-      return push({Kind::kBool, op_ == 0x88 ? 1 : 0, 0.0, 0});
+      return push({Kind::kBool, 0, op_ == 0x88 ? 1 : 0});
     case 'K':
       return push(make_int(static_cast<std::int64_t>(read_le(1))));
     case 'M':
@@ -342,9 +405,7 @@ inline void TorchUnpickler::step() {
       auto const b = read(8);
       std::uint64_t bits = 0;
       for (std::byte x : b) bits = (bits << 8) | std::to_integer<std::uint64_t>(x);
-      double d;
-      std::memcpy(&d, &bits, sizeof d);
-      return push({Kind::kFloat, 0, d, 0});
+      return push({Kind::kFloat, 0, static_cast<std::int64_t>(bits)});
     }
     case 'X':  // BINUNICODE
       return push(make_string(static_cast<std::size_t>(read_le(4))));
@@ -380,6 +441,7 @@ inline void TorchUnpickler::step() {
       Value const list = stack_.back();
       FLASHDEBERTA_REQUIRE(list.kind == Kind::kList,
                            where() << "appends to " << detail::pickle_kind_name(list.kind) << ", not a list");
+      charge(items.size() * sizeof(Value));
       seqs_[list.ref].insert(seqs_[list.ref].end(), items.begin(), items.end());
       return;
     }
@@ -399,6 +461,7 @@ inline void TorchUnpickler::step() {
       Value const dict = stack_.back();
       FLASHDEBERTA_REQUIRE(dict.kind == Kind::kDict,
                            where() << "sets items of " << detail::pickle_kind_name(dict.kind) << ", not a dict");
+      charge(items.size() * sizeof(Value));
       for (std::size_t k = 0; k < items.size(); k += 2) dicts_[dict.ref].emplace_back(items[k], items[k + 1]);
       return;
     }
@@ -407,7 +470,7 @@ inline void TorchUnpickler::step() {
     case 'r':
       return memo_put(read_le(4));
     case 0x94:  // MEMOIZE
-      return memo_put(memo_.size());
+      return memo_put(memo_size());
     case 'h':
       return memo_get(read_le(1));
     case 'j':
@@ -420,8 +483,10 @@ inline void TorchUnpickler::step() {
     case 0x93: {  // STACK_GLOBAL
       Value const name = pop();
       Value const module = pop();
-      FLASHDEBERTA_REQUIRE(module.kind == Kind::kString && name.kind == Kind::kString,
-                           where() << "module and name must be strings");
+      FLASHDEBERTA_REQUIRE(module.kind == Kind::kString && name.kind == Kind::kString &&
+                               strings_[module.ref].size() <= kMaxGlobalName &&
+                               strings_[name.ref].size() <= kMaxGlobalName,
+                           where() << "module and name must be strings of at most " << kMaxGlobalName << " bytes");
       return push(global(strings_[module.ref], strings_[name.ref]));
     }
     case 'R':
@@ -487,6 +552,7 @@ inline detail::PickleValue TorchUnpickler::rebuild_tensor(std::vector<Value> con
   t.offset = as_int(a[1], "storage offset");
   t.shape = as_int_tuple(a[2], "size");
   t.stride = as_int_tuple(a[3], "stride");
+  charge(sizeof(TorchTensorRecord) + (t.shape.size() + t.stride.size()) * sizeof(std::int64_t));
   if (v2) {
     FLASHDEBERTA_REQUIRE(a[4].kind == Kind::kBool, where() << fn << ": requires_grad must be a bool");
     for (std::size_t k = 5; k < a.size(); ++k) {
@@ -497,7 +563,7 @@ inline detail::PickleValue TorchUnpickler::rebuild_tensor(std::vector<Value> con
     }
   }
   tensors_.push_back(std::move(t));
-  return {Kind::kTensor, 0, 0.0, static_cast<std::uint32_t>(tensors_.size() - 1)};
+  return {Kind::kTensor, index_of_last(tensors_.size()), 0};
 }
 
 // ('storage', storage_type, key, location, numel) in archives; legacy files add view metadata:
@@ -508,7 +574,7 @@ inline detail::PickleValue TorchUnpickler::persistent_load(Value const& pid) {
                        where() << "a persistent id must be a tuple ('storage', type, key, location, numel"
                                << (want == 6 ? ", view" : "") << "), found " << detail::pickle_kind_name(pid.kind)
                                << (pid.kind == Kind::kTuple ? " of " + std::to_string(seqs_[pid.ref].size()) : ""));
-  std::vector<Value> const p = seqs_[pid.ref];
+  std::vector<Value> const& p = seqs_[pid.ref];  // nothing below adds to seqs_
   FLASHDEBERTA_REQUIRE(p[0].kind == Kind::kString && strings_[p[0].ref] == "storage",
                        where() << "persistent id of unknown type; only 'storage' ids are allowed");
   FLASHDEBERTA_REQUIRE(
@@ -527,10 +593,12 @@ inline detail::PickleValue TorchUnpickler::persistent_load(Value const& pid) {
   FLASHDEBERTA_REQUIRE(p[3].kind == Kind::kString, where() << "storage location must be a string");
   ref.numel = as_int(p[4], "storage size");
   FLASHDEBERTA_REQUIRE(ref.numel >= 0, where() << "storage '" << ref.key << "' has negative size " << ref.numel);
+  charge(sizeof(TorchStorageRef) + ref.key.size());
   // No structured bindings here: clang < 16 cannot capture them in the message lambdas.
   auto const emplaced = storage_types_.emplace(ref.key, std::pair{ref.dtype, ref.numel});
   auto const it = emplaced.first;
   bool const inserted = emplaced.second;
+  if (inserted) charge(kNodeBytes + sizeof(std::string) + ref.key.size());
   FLASHDEBERTA_REQUIRE(inserted || (it->second == std::pair<DType, std::int64_t>(ref.dtype, ref.numel)),
                        where() << "storage '" << ref.key << "' is named twice, as " << dtype_name(it->second.first)
                                << " x " << it->second.second << " and as " << dtype_name(ref.dtype) << " x "
@@ -547,7 +615,7 @@ inline detail::PickleValue TorchUnpickler::persistent_load(Value const& pid) {
                                  << ") lies outside storage '" << ref.key << "' of " << ref.numel << " elements");
   }
   storages_.push_back(std::move(ref));
-  return {Kind::kStorage, 0, 0.0, static_cast<std::uint32_t>(storages_.size() - 1)};
+  return {Kind::kStorage, index_of_last(storages_.size()), 0};
 }
 
 // Runs the pickle at `pos` (advanced past its STOP) and returns its dict of tensors.
@@ -573,7 +641,11 @@ inline TorchStateDict unpickle_state_dict(std::span<std::byte const> bytes, std:
     FLASHDEBERTA_REQUIRE(u.kind(value) == Kind::kTensor, source << ": " << what << ": state dict entry '" << name
                                                                 << "' is " << detail::pickle_kind_name(u.kind(value))
                                                                 << ", not a tensor");
-    out.tensors.emplace_back(name, u.tensor_of(value));
+    // One memoized tensor may be saved under many names (tied weights are), so the copies are charged.
+    TorchTensorRecord const& record = u.tensor_of(value);
+    u.charge(TorchUnpickler::kNodeBytes + sizeof(out.tensors[0]) + name.size() +
+             (record.shape.size() + record.stride.size()) * sizeof(std::int64_t));
+    out.tensors.emplace_back(name, record);
   }
   out.storages = std::move(u.storages());
   return out;
