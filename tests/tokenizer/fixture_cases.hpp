@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -168,11 +169,9 @@ struct KnownDifference {
   char const* name;
   char const* reason;
 };
-inline constexpr KnownDifference kKnownDifferences[] = {
-    {"bpe", "tiny/pair/longest_first/4",
-     "HF 5.x keeps 1 + 0 tokens of a 7 + 5 token pair at budget 1 here, 0 + 1 for the same lengths in "
-     "truncation_grid; we follow the grid (the v1 expectation is itself 5.x's result at max_length + 1)"},
-};
+// None at present: the last one (v1's tiny/pair/longest_first/4) was HF's early stop of tokenization at
+// whole pre-tokens, which truncate_tokens now follows (encoding.hpp, hf_tokenized_length).
+inline constexpr std::array<KnownDifference, 0> kKnownDifferences{};
 
 inline char const* known_difference(std::string const& fixture, std::string const& name) {
   for (auto const& k : kKnownDifferences) {

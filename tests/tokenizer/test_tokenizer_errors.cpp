@@ -51,7 +51,7 @@ TEST_CASE("BPE: bad vocab.json and merges.txt are rejected with the file and lin
   CHECK(contains(bpe_error_with("vocab.json", "{\"a\": \"zero\"}"), "key 'a' must be an integer"));
   CHECK(contains(bpe_error_with("vocab.json", "{\"a\": 0, \"b\": 0}"), "id 0 is used by both"));
   CHECK(contains(bpe_error_with("vocab.json", "{\"a\": 0, \"a\": 1}"), "duplicate key 'a'"));
-  CHECK(contains(bpe_error_with("vocab.json", "{\"a\": -1}"), "out of range"));
+  CHECK(contains(bpe_error_with("vocab.json", "{\"a\": -1}"), "token 'a' has id -1, outside [0, 2^31)"));
   CHECK(
       contains(bpe_error_with("merges.txt", "#version: 0.2\n\xC4\xA0 a\nnot-a-pair\n"), "line 3 is not 'LEFT RIGHT'"));
   CHECK(contains(bpe_error_with("merges.txt", "#version: 0.2\nx y z\n"), "line 2 is not 'LEFT RIGHT'"));
@@ -60,7 +60,7 @@ TEST_CASE("BPE: bad vocab.json and merges.txt are rejected with the file and lin
                  "key 'do_lower_case' must be a boolean"));
   CHECK(contains(bpe_error_with("special_tokens_map.json", "{\"mask_token\": 5}"),
                  "key 'mask_token' must be a string or an AddedToken object"));
-  CHECK(contains(bpe_error_with("added_tokens.json", "{\"[X]\": -4}"), "negative id"));
+  CHECK(contains(bpe_error_with("added_tokens.json", "{\"[X]\": -4}"), "token '[X]' has id -4, outside [0, 2^31)"));
 }
 
 TEST_CASE("BPE: special tokens, [MASK] and the factory's choice") {

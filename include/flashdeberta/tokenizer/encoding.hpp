@@ -27,28 +27,39 @@ struct Span {
   friend bool operator==(Span const&, Span const&) = default;
 };
 
+// Where a token stands among HF's pre-tokens, the pieces its pre-tokenizer cuts a text into before the
+// model tokenizes each on its own (GPT-2's pattern matches for v1; for v2/v3 the words Metaspace starts
+// at each "▁", and each punctuation run under split_by_punct): the first token of one, a later one, or
+// an added token (matched in the raw text before pre-tokenization, a piece of its own).
+// Truncation needs it: see hf_tokenized_length.
+enum class PreTokenPosition : std::uint8_t { kFirst, kInside, kAddedToken };
+
 // The tokens a model made of one text, before any special token is added.
 struct TokenList {
   std::vector<std::int64_t> ids;
   std::vector<std::string> tokens;
   std::vector<Span> offsets;
+  std::vector<PreTokenPosition> positions;
 
   std::size_t size() const { return ids.size(); }
-  void push_back(std::int64_t id, std::string token, Span span) {
+  void push_back(std::int64_t id, std::string token, Span span, PreTokenPosition position = PreTokenPosition::kFirst) {
     ids.push_back(id);
     tokens.push_back(std::move(token));
     offsets.push_back(span);
+    positions.push_back(position);
   }
   void append(TokenList const& other) {
     ids.insert(ids.end(), other.ids.begin(), other.ids.end());
     tokens.insert(tokens.end(), other.tokens.begin(), other.tokens.end());
     offsets.insert(offsets.end(), other.offsets.begin(), other.offsets.end());
+    positions.insert(positions.end(), other.positions.begin(), other.positions.end());
   }
   void truncate(std::size_t n) {
     if (n >= size()) return;
     ids.resize(n);
     tokens.resize(n);
     offsets.resize(n);
+    positions.resize(n);
   }
 };
 
@@ -117,7 +128,8 @@ struct SpecialIds {
   std::string sep_token = "[SEP]";
   std::string pad_token = "[PAD]";
   // Special tokens in HF 5.x's own pair template: 3 ([CLS] A [SEP] B [SEP]) for v2/v3, 4 for v1, whose
-  // 5.x template is [CLS] A [SEP] [SEP] B [SEP]. Only longest_first's tie-break depends on it.
+  // 5.x template is [CLS] A [SEP] [SEP] B [SEP]. It sets HF's max_length for a pair, where HF stops
+  // tokenizing; only longest_first's split depends on that (truncate_tokens).
   std::size_t hf_pair_special_tokens = 3;
 };
 
@@ -126,10 +138,29 @@ inline std::size_t special_token_count(bool pair, bool add_special_tokens) {
   return pair ? 3 : 2;
 }
 
+// How many of `list`'s tokens HF's tokenizers (0.23) hands to truncation when truncation is on with
+// `max_length`: since 0.23 it stops tokenizing a sequence early (PreTokenizedString::tokenize_with_limit),
+// after the first pre-token that brings the count to max_length or more, and drops the pre-tokens after
+// it. Added tokens count but never stop it. The limit is max_length itself, special tokens included.
+inline std::size_t hf_tokenized_length(TokenList const& list, std::size_t max_length) {
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < list.size();) {
+    bool const added = i < list.positions.size() && list.positions[i] == PreTokenPosition::kAddedToken;
+    ++i;  // the pre-token runs on to the next token that starts one
+    while (!added && i < list.size() && i < list.positions.size() && list.positions[i] == PreTokenPosition::kInside)
+      ++i;
+    count = i;
+    if (!added && count >= max_length) break;
+  }
+  return count;
+}
+
 // Truncates `a` (and `b`) so that they and the special tokens fit in options.max_length, as HF's
 // tokenizers library (0.23, under transformers 5.17) does, and throws where it raises: the chosen
 // sequence is too short to give up the tokens, or only_second without a pair. A max_length below the
 // number of special tokens is refused too; HF returns inconsistent results there (README, Tokenizers).
+// `hf_pair_special_tokens` is the number of special tokens in HF's own pair template (4 for v1, whose
+// 5.x template is [CLS] A [SEP] [SEP] B [SEP]), which sets HF's max_length for a pair.
 inline void truncate_tokens(TokenList& a, TokenList* b, EncodeOptions const& options,
                             std::size_t hf_pair_special_tokens = 3) {
   if (!options.max_length || options.truncation == Truncation::kNone) return;
@@ -153,24 +184,33 @@ inline void truncate_tokens(TokenList& a, TokenList* b, EncodeOptions const& opt
         a.truncate(budget);
         return;
       }
-      // The shorter sequence keeps its tokens if they fit in half the budget and the longer one takes
-      // the rest; otherwise both are cut to half the budget. An odd token goes to the longer one, as in
-      // tokenizers' source, except that the release under transformers 5.17 gives it to the second
-      // sequence when the first is longer and the second holds at least max_length tokens, max_length
-      // counted with HF's own template (fitted on the fixtures' truncation grid: 1120 cases).
-      std::size_t const shorter = std::min(a.size(), b->size());
-      if (shorter <= budget / 2) {
-        (a.size() <= b->size() ? *b : a).truncate(budget - shorter);
-      } else {
-        std::size_t const hf_max_length = budget + hf_pair_special_tokens;
-        bool const first_gets_odd = a.size() > b->size() && b->size() < hf_max_length;
-        a.truncate(first_gets_odd ? budget - budget / 2 : budget / 2);
-        b->truncate(first_gets_odd ? budget / 2 : budget - budget / 2);
+      // tokenizers' truncate_encodings on the lengths it sees, which the early stop of tokenization
+      // (hf_tokenized_length, at HF's max_length: our budget plus HF's own special tokens) may have
+      // cut to a whole number of pre-tokens. The shorter sequence keeps its tokens if they fit in half
+      // the budget, and the longer one takes the rest; otherwise the first gets half the budget rounded
+      // down, the second the rest, swapped when the first is strictly longer: the odd token goes to the
+      // longer sequence, and to the second on a tie. Both sequences longer than HF's max_length are cut
+      // to (about) max_length first and so tie, which is why the odd token goes to the second sequence
+      // there however much longer the first one is. Only the lengths change; the tokens kept are the
+      // first ones either way (the early stop keeps a prefix longer than the budget).
+      std::size_t const hf_max_length = budget + hf_pair_special_tokens;
+      std::size_t const la = hf_tokenized_length(a, hf_max_length);
+      std::size_t const lb = hf_tokenized_length(*b, hf_max_length);
+      std::size_t shorter = std::min(la, lb);
+      std::size_t longer = shorter > budget ? shorter : std::max(shorter, budget - shorter);
+      if (shorter + longer > budget) {
+        shorter = budget / 2;
+        longer = budget - budget / 2;
       }
+      bool const first_longer = la > lb;
+      a.truncate(first_longer ? longer : shorter);
+      b->truncate(first_longer ? shorter : longer);
       return;
     }
     case Truncation::kOnlyFirst:
     case Truncation::kOnlySecond: {
+      // The early stop of tokenization changes nothing here: a sequence it cuts is longer than the
+      // budget, so HF refuses with or without it.
       bool const first = options.truncation == Truncation::kOnlyFirst;
       FLASHDEBERTA_REQUIRE(first || b != nullptr,
                            "truncation error: only_second needs a pair, but a single sequence was given");

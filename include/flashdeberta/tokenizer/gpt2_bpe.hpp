@@ -4,16 +4,20 @@
 //       's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 //     No prefix space is added and nothing is normalized, as in HF (add_prefix_space=false).
 //  2. Each pre-token's UTF-8 bytes map through GPT-2's byte -> printable character table.
-//  3. BPE: repeatedly merge the adjacent pair of lowest rank (its line in merges.txt).
+//  3. BPE: repeatedly merge the adjacent pair of lowest rank (its line in merges.txt), the leftmost first,
+//     in O(n log n) per word as HF's tokenizers does it (merge_word below); results of words under 256
+//     bytes are kept in a bounded cache shared by all threads (word_cache.hpp).
 // Offsets: a token covers the code points its bytes come from (a token holding part of a character's
 // bytes gets the whole character, as in HF). HF's DebertaTokenizer has no ByteLevel post-processor, so a
 // token's leading space is part of its span; trim_offsets=true leaves spaces at the ends out (RoBERTa's).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -28,6 +32,7 @@
 #include "flashdeberta/tokenizer/tokenizer_base.hpp"
 #include "flashdeberta/tokenizer/tokenizer_config.hpp"
 #include "flashdeberta/tokenizer/unicode.hpp"
+#include "flashdeberta/tokenizer/word_cache.hpp"
 
 namespace flashdeberta::tokenizer {
 
@@ -45,6 +50,13 @@ inline std::array<char32_t, 256> const& byte_to_char_table() {
     return t;
   }();
   return table;
+}
+
+// The symbol of one byte, UTF-8.
+inline std::string byte_symbol(unsigned char byte) {
+  std::string s;
+  append_utf8(s, byte_to_char_table()[byte]);
+  return s;
 }
 
 // Inverse table; -1 for characters that are not byte symbols.
@@ -92,7 +104,8 @@ inline std::size_t gpt2_match(std::u32string_view chars, std::size_t i, std::siz
 
 class Gpt2BpeModel final : public TokenizerModel {
  public:
-  // Reads `dir`/vocab.json and `dir`/merges.txt; every merge must join two vocabulary tokens into one.
+  // Reads `dir`/vocab.json and `dir`/merges.txt; every id must lie in [0, 2^31) and belong to one token,
+  // and every merge must join two vocabulary tokens into one.
   static std::shared_ptr<Gpt2BpeModel> load(std::filesystem::path const& dir, bool trim_offsets = false) {
     auto m = std::make_shared<Gpt2BpeModel>();
     m->trim_offsets_ = trim_offsets;
@@ -100,18 +113,23 @@ class Gpt2BpeModel final : public TokenizerModel {
     io::Json const vocab = detail::read_json_file(vocab_file, "BPE vocabulary");
     FLASHDEBERTA_REQUIRE(vocab.is_object() && !vocab.empty(),
                          vocab_file.string() << ": the BPE vocabulary must be a non-empty object of token -> id");
-    for (auto const& [token, value] : vocab.items()) {
-      std::int64_t const id = io::json_as_int64(value, vocab_file.string(), io::JsonFields::describe_key(token));
-      FLASHDEBERTA_REQUIRE(id >= 0 && id <= std::numeric_limits<std::int32_t>::max(),
-                           vocab_file.string() << ": token '" << token << "' has id " << id << " out of range");
-      auto [it, fresh] = m->id_to_token_.emplace(id, token);
-      FLASHDEBERTA_REQUIRE(fresh, vocab_file.string() << ": id " << id << " is used by both '" << it->second
-                                                      << "' and '" << token << "'");
+    for (auto const& item : vocab.items()) {  // no structured bindings: clang < 16 cannot capture them
+      std::string const& token = item.key();
+      std::int64_t const id = io::json_as_int64(item.value(), vocab_file.string(), io::JsonFields::describe_key(token));
+      detail::require_token_id(id, vocab_file.string(), token);
+      auto const placed = m->id_to_token_.emplace(id, token);  // (where, inserted)
+      FLASHDEBERTA_REQUIRE(placed.second, vocab_file.string() << ": id " << id << " is used by both '"
+                                                              << placed.first->second << "' and '" << token << "'");
       m->token_to_id_[token] = id;
+    }
+    for (std::size_t b = 0; b < 256; ++b) {
+      auto it = m->token_to_id_.find(detail::byte_symbol(static_cast<unsigned char>(b)));
+      m->byte_ids_[b] = it == m->token_to_id_.end() ? -1 : static_cast<std::int32_t>(it->second);
     }
     auto const merges_file = dir / "merges.txt";
     std::istringstream lines(detail::read_text_file(merges_file, "BPE merges"));
     std::size_t line_no = 0;
+    std::int64_t rank = 0;
     for (std::string line; std::getline(lines, line);) {
       ++line_no;
       if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -122,12 +140,17 @@ class Gpt2BpeModel final : public TokenizerModel {
                            merges_file.string() << ": line " << line_no << " is not 'LEFT RIGHT': '" << line << "'");
       std::string const left = line.substr(0, space);
       std::string const right = line.substr(space + 1);
-      for (std::string const& part : {left, right, left + right}) {
-        FLASHDEBERTA_REQUIRE(m->token_to_id_.contains(part), merges_file.string()
-                                                                 << ": line " << line_no << " uses '" << part
-                                                                 << "', which is not in vocab.json");
+      std::int64_t ids[3] = {};
+      std::string const parts[3] = {left, right, left + right};
+      for (int k = 0; k < 3; ++k) {
+        auto it = m->token_to_id_.find(parts[k]);
+        FLASHDEBERTA_REQUIRE(it != m->token_to_id_.end(), merges_file.string()
+                                                              << ": line " << line_no << " uses '" << parts[k]
+                                                              << "', which is not in vocab.json");
+        ids[k] = it->second;
       }
-      m->ranks_.emplace(left + ' ' + right, static_cast<std::int64_t>(m->ranks_.size()));
+      // A pair listed twice takes its last rank, as in HF (the merges become a map, later lines winning).
+      m->merges_.insert_or_assign(pair_key(ids[0], ids[1]), Merge{rank++, static_cast<std::int32_t>(ids[2])});
     }
     return m;
   }
@@ -178,56 +201,99 @@ class Gpt2BpeModel final : public TokenizerModel {
   }
 
  private:
+  // What merging a pair of tokens gives: its rank (order in merges.txt, lower first) and the new token.
+  struct Merge {
+    std::int64_t rank;
+    std::int32_t id;
+  };
+  // One token of a merged word and the number of the word's UTF-8 bytes it stands for.
+  struct Piece {
+    std::int32_t id;
+    std::size_t bytes;
+  };
+  // Pre-tokens shorter than this are cached (HF's MAX_LENGTH): long ones rarely repeat.
+  static constexpr std::size_t kMaxCachedBytes = 256;
+
+  static std::uint64_t pair_key(std::int64_t left, std::int64_t right) {
+    return (static_cast<std::uint64_t>(left) << 32) | static_cast<std::uint64_t>(right);
+  }
+
   // BPE of the pre-token chars[begin, end); appends its tokens.
   void encode_word(DecodedText const& text, std::size_t begin, std::size_t end, TokenList& out) const {
-    struct Symbol {
-      std::string text;        // byte-symbol characters, UTF-8
-      std::size_t first_byte;  // byte range of the original text it stands for
-      std::size_t last_byte;   // one past
-    };
-    std::vector<Symbol> symbols;
-    auto const& table = detail::byte_to_char_table();
     std::string utf8;
-    for (std::size_t c = begin; c < end; ++c) {
-      utf8.clear();
-      append_utf8(utf8, text.chars[c]);
-      std::size_t const base = text.byte_offsets[c];
-      for (std::size_t k = 0; k < utf8.size(); ++k) {
-        std::string s;
-        append_utf8(s, table[static_cast<unsigned char>(utf8[k])]);
-        symbols.push_back({std::move(s), base + k, base + k + 1});
-      }
+    for (std::size_t c = begin; c < end; ++c) append_utf8(utf8, text.chars[c]);
+    bool const cacheable = utf8.size() < kMaxCachedBytes;
+    std::optional<std::vector<Piece>> cached = cacheable ? cache_.find(utf8) : std::nullopt;
+    std::vector<Piece> const pieces = cached ? std::move(*cached) : merge_word(utf8);
+    if (cacheable && !cached) cache_.insert(utf8, pieces);
+    std::size_t first_byte = text.byte_offsets[begin];
+    for (std::size_t k = 0; k < pieces.size(); ++k) {
+      Piece const& p = pieces[k];
+      std::string const& token = id_to_token_.at(p.id);
+      out.push_back(p.id, token, span_of(text, token, first_byte, first_byte + p.bytes),
+                    k == 0 ? PreTokenPosition::kFirst : PreTokenPosition::kInside);
+      first_byte += p.bytes;
     }
-    while (symbols.size() > 1) {
-      std::int64_t best_rank = std::numeric_limits<std::int64_t>::max();
-      std::string best;
-      for (std::size_t k = 0; k + 1 < symbols.size(); ++k) {
-        auto it = ranks_.find(symbols[k].text + ' ' + symbols[k + 1].text);
-        if (it != ranks_.end() && it->second < best_rank) {
-          best_rank = it->second;
-          best = it->first;
-        }
-      }
-      if (best.empty()) break;
-      std::size_t const space = best.find(' ');
-      std::string_view const left(best.data(), space);
-      std::string_view const right(best.data() + space + 1, best.size() - space - 1);
-      std::vector<Symbol> merged;
-      for (std::size_t k = 0; k < symbols.size(); ++k) {
-        if (k + 1 < symbols.size() && symbols[k].text == left && symbols[k + 1].text == right) {
-          merged.push_back({symbols[k].text + symbols[k + 1].text, symbols[k].first_byte, symbols[k + 1].last_byte});
-          ++k;
-        } else {
-          merged.push_back(std::move(symbols[k]));
-        }
-      }
-      symbols = std::move(merged);
+  }
+
+  // HF's BPE merge loop (tokenizers' Word::merge_all): the word is a linked list of symbols, one per
+  // byte to start with, and a min-heap holds the candidate merges of adjacent symbols keyed by (rank,
+  // position). The top is applied unless a merge before it changed its symbols: the left one is gone,
+  // or the pair it now forms merges into another token; then the merged symbol's new pairs with its
+  // neighbours go on the heap. A word of n bytes takes O(n log n).
+  std::vector<Piece> merge_word(std::string const& utf8) const {
+    struct Symbol {
+      std::int32_t id;
+      std::size_t bytes;  // 0: merged into the symbol before it
+      std::size_t prev;   // kNone at the ends
+      std::size_t next;
+    };
+    struct Candidate {
+      std::int64_t rank;
+      std::size_t pos;  // the left symbol of the pair
+      std::int32_t id;  // what the pair merges into
+      bool operator>(Candidate const& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+    };
+    constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+    std::vector<Symbol> symbols;
+    symbols.reserve(utf8.size());
+    for (std::size_t k = 0; k < utf8.size(); ++k) {
+      auto const byte = static_cast<unsigned char>(utf8[k]);
+      std::int32_t const id = byte_ids_[byte];
+      FLASHDEBERTA_REQUIRE(id >= 0, "BPE: token '" << detail::byte_symbol(byte) << "' (the symbol of byte 0x"
+                                                   << std::hex << static_cast<int>(byte) << ") is not in vocab.json");
+      symbols.push_back({id, 1, k == 0 ? kNone : k - 1, k + 1 < utf8.size() ? k + 1 : kNone});
     }
-    for (auto& s : symbols) {
-      auto it = token_to_id_.find(s.text);
-      FLASHDEBERTA_REQUIRE(it != token_to_id_.end(), "BPE: token '" << s.text << "' is not in vocab.json");
-      out.push_back(it->second, s.text, span_of(text, s.text, s.first_byte, s.last_byte));
+    std::vector<Candidate> heap;
+    auto const push = [&](std::size_t pos, std::size_t right) {
+      auto it = merges_.find(pair_key(symbols[pos].id, symbols[right].id));
+      if (it == merges_.end()) return;
+      heap.push_back({it->second.rank, pos, it->second.id});
+      std::push_heap(heap.begin(), heap.end(), std::greater<>{});
+    };
+    for (std::size_t k = 0; k + 1 < symbols.size(); ++k) push(k, k + 1);
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), std::greater<>{});
+      Candidate const top = heap.back();
+      heap.pop_back();
+      Symbol& left = symbols[top.pos];
+      if (left.bytes == 0 || left.next == kNone) continue;
+      Symbol& right = symbols[left.next];
+      auto it = merges_.find(pair_key(left.id, right.id));
+      if (it == merges_.end() || it->second.id != top.id) continue;  // stale: the pair has changed
+      left.id = top.id;
+      left.bytes += right.bytes;
+      right.bytes = 0;
+      left.next = right.next;
+      if (left.next != kNone) symbols[left.next].prev = top.pos;
+      if (left.prev != kNone) push(left.prev, top.pos);
+      if (left.next != kNone) push(top.pos, left.next);
     }
+    std::vector<Piece> pieces;
+    for (Symbol const& s : symbols) {
+      if (s.bytes != 0) pieces.push_back({s.id, s.bytes});
+    }
+    return pieces;
   }
 
   Span span_of(DecodedText const& text, std::string const& token, std::size_t first_byte, std::size_t last_byte) const {
@@ -253,8 +319,10 @@ class Gpt2BpeModel final : public TokenizerModel {
 
   std::unordered_map<std::string, std::int64_t> token_to_id_;
   std::unordered_map<std::int64_t, std::string> id_to_token_;
-  std::unordered_map<std::string, std::int64_t> ranks_;  // "LEFT RIGHT" -> line order
+  std::unordered_map<std::uint64_t, Merge> merges_;  // pair_key(left id, right id) -> merge
+  std::array<std::int32_t, 256> byte_ids_{};         // id of each byte's symbol, -1 where vocab.json lacks it
   bool trim_offsets_ = false;
+  WordCache<std::vector<Piece>> cache_;  // pre-token UTF-8 -> pieces; shared by threads, see word_cache.hpp
 };
 
 }  // namespace flashdeberta::tokenizer

@@ -17,6 +17,8 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -38,39 +40,50 @@ namespace detail {
 
 // The added-token table: the five special tokens first (ids from the model's vocabulary, then from
 // added_tokens_decoder / added_tokens.json, else appended after the vocabulary, as HF appends [MASK]),
-// then every other token those files list.
+// then every other token those files list. Hash maps keep this linear in the number of added tokens.
 inline std::vector<AddedToken> build_added_tokens(TokenizerModel const& model, TokenizerConfig const& config,
                                                   std::filesystem::path const& dir) {
-  std::vector<AddedToken> out;
+  // Ids are below 2^31 (checked on load), so next_id cannot overflow.
   std::int64_t next_id = static_cast<std::int64_t>(model.vocab_size());
-  for (auto const& [id, token] : config.added_tokens_decoder) next_id = std::max(next_id, id + 1);
-  for (auto const& [content, id] : config.added_tokens_json) next_id = std::max(next_id, id + 1);
+  std::unordered_map<std::string, std::int64_t> decoder_id;               // content -> its lowest id
+  std::unordered_map<std::string, AddedToken const*> decoder_last_entry;  // content -> its highest-id entry
+  for (auto const& entry : config.added_tokens_decoder) {
+    next_id = std::max(next_id, entry.first + 1);
+    decoder_id.emplace(entry.second.content, entry.first);
+    decoder_last_entry.insert_or_assign(entry.second.content, &entry.second);
+  }
+  for (auto const& entry : config.added_tokens_json) next_id = std::max(next_id, entry.second + 1);
   auto const known = [&](std::string const& content) -> std::optional<std::int64_t> {
-    for (auto const& [id, token] : config.added_tokens_decoder) {
-      if (token.content == content) return id;
-    }
+    if (auto it = decoder_id.find(content); it != decoder_id.end()) return it->second;
     if (auto it = config.added_tokens_json.find(content); it != config.added_tokens_json.end()) return it->second;
     return model.token_to_id(content);
   };
+  std::vector<AddedToken> out;
+  std::unordered_set<std::string> seen;
   auto const add = [&](AddedToken token) {
-    for (auto const& t : out) {
-      if (t.content == token.content) return;
+    if (!seen.insert(token.content).second) return;
+    if (auto const id = known(token.content)) {
+      token.id = *id;
+    } else {
+      FLASHDEBERTA_REQUIRE(next_id < kTokenIdLimit, dir.string()
+                                                        << ": no token id below 2^31 is left for the added token '"
+                                                        << token.content << "'");
+      token.id = next_id++;
     }
-    auto const id = known(token.content);
-    token.id = id ? *id : next_id++;
     out.push_back(std::move(token));
   };
   SpecialTokenNames const& s = config.specials;
   for (AddedToken const* t : {&s.pad, &s.cls, &s.sep, &s.unk, &s.mask}) {
     AddedToken token = *t;
-    for (auto const& [id, entry] : config.added_tokens_decoder) {
-      if (entry.content == token.content) token = entry;  // the file's flags win
+    if (auto it = decoder_last_entry.find(token.content); it != decoder_last_entry.end()) {
+      token = *it->second;  // the file's flags win
     }
     token.special = true;
     add(token);
   }
-  for (auto const& [id, token] : config.added_tokens_decoder) add(token);
-  for (auto const& [content, id] : config.added_tokens_json) add(AddedToken{content, id, false, false, false, false});
+  for (auto const& entry : config.added_tokens_decoder) add(entry.second);
+  for (auto const& entry : config.added_tokens_json)
+    add(AddedToken{entry.first, entry.second, false, false, false, false});
   for (auto const& t : out) {
     FLASHDEBERTA_REQUIRE(!t.content.empty(), dir.string() << ": an added or special token is the empty string");
   }
@@ -148,7 +161,8 @@ inline TokenizerKind detect_tokenizer_kind(std::filesystem::path const& dir, Tok
 #endif
 inline namespace FLASHDEBERTA_TOKENIZER_FLAVOUR {
 
-// Builds the tokenizer of checkpoint directory `dir`; errors name the file and what is wrong with it.
+// Builds the tokenizer of checkpoint directory `dir`; errors name the file and what is wrong with it. The
+// Tokenizer may be shared by any number of threads, either kind (docs/thread-safety.md).
 inline Tokenizer load_tokenizer(std::filesystem::path const& dir) {
   std::error_code ec;
   FLASHDEBERTA_REQUIRE(std::filesystem::exists(dir, ec), dir.string() << ": no such directory");

@@ -3,7 +3,8 @@
 // [CLS] A [SEP] B [SEP] template, padding, batches and decoding.
 //
 // Thread safety: a Tokenizer is immutable after construction; copies share the model and any number of
-// threads may encode with one at the same time.
+// threads may encode with one at the same time. The one mutable state behind it, the BPE model's cache
+// of recent words, is guarded by mutexes (word_cache.hpp) and never changes a result.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/tokenizer/added_token_matcher.hpp"
 #include "flashdeberta/tokenizer/encoding.hpp"
 #include "flashdeberta/tokenizer/tokenizer_config.hpp"
 #include "flashdeberta/tokenizer/unicode.hpp"
@@ -49,43 +51,31 @@ namespace detail {
 
 inline bool is_word_char(char32_t c) { return is_letter(c) || is_number(c) || c == U'_'; }
 
-// HF's added-vocabulary split: leftmost-longest matches of the added tokens in the raw text, each widened
-// over the whitespace before it (lstrip, not past the previous match) and after it (rstrip).
+// HF's added-vocabulary split: leftmost-longest matches of the added tokens in the raw text (a
+// single_word token only where no word character touches it), each widened over the whitespace before
+// it (lstrip, not past the previous match) and after it (rstrip).
 inline std::vector<TextSegment> split_added_tokens(DecodedText const& text, std::vector<AddedToken> const& added,
-                                                   std::vector<std::u32string> const& contents) {
+                                                   AddedTokenMatcher const& matcher) {
   std::vector<TextSegment> out;
-  std::size_t const n = text.size();
+  std::u32string_view const chars(text.chars);
+  std::size_t const n = chars.size();
+  auto const accept = [&](std::size_t k, std::size_t begin, std::size_t end) {
+    return !added[k].single_word ||
+           !((begin > 0 && is_word_char(chars[begin - 1])) || (end < n && is_word_char(chars[end])));
+  };
   std::size_t plain_begin = 0;
-  std::size_t i = 0;
-  while (i < n) {
-    std::int64_t best = -1;
-    std::size_t best_len = 0;
-    for (std::size_t k = 0; k < contents.size(); ++k) {
-      auto const& c = contents[k];
-      if (c.empty() || c.size() <= best_len || i + c.size() > n) continue;
-      if (std::u32string_view(text.chars).substr(i, c.size()) != c) continue;
-      if (added[k].single_word && ((i > 0 && is_word_char(text.chars[i - 1])) ||
-                                   (i + c.size() < n && is_word_char(text.chars[i + c.size()])))) {
-        continue;
-      }
-      best = static_cast<std::int64_t>(k);
-      best_len = c.size();
+  while (auto const match = matcher.find(chars, plain_begin, accept)) {
+    std::size_t start = match->begin;
+    std::size_t stop = match->end;
+    if (added[match->token].lstrip) {
+      while (start > plain_begin && is_whitespace(chars[start - 1])) --start;
     }
-    if (best < 0) {
-      ++i;
-      continue;
-    }
-    std::size_t start = i;
-    std::size_t stop = i + best_len;
-    if (added[best].lstrip) {
-      while (start > plain_begin && is_whitespace(text.chars[start - 1])) --start;
-    }
-    if (added[best].rstrip) {
-      while (stop < n && is_whitespace(text.chars[stop])) ++stop;
+    if (added[match->token].rstrip) {
+      while (stop < n && is_whitespace(chars[stop])) ++stop;
     }
     if (start > plain_begin) out.push_back({plain_begin, start, -1});
-    out.push_back({start, stop, best});
-    plain_begin = i = stop;
+    out.push_back({start, stop, static_cast<std::int64_t>(match->token)});
+    plain_begin = stop;
   }
   if (plain_begin < n) out.push_back({plain_begin, n, -1});
   return out;
@@ -98,11 +88,13 @@ class Tokenizer {
   Tokenizer(std::shared_ptr<TokenizerModel const> model, std::vector<AddedToken> added, SpecialIds specials,
             std::int64_t mask_id)
       : model_(std::move(model)), added_(std::move(added)), specials_(std::move(specials)), mask_id_(mask_id) {
+    std::vector<std::u32string> contents;
     for (std::size_t k = 0; k < added_.size(); ++k) {
-      contents_.push_back(decode_utf8(added_[k].content, "added token").chars);
+      contents.push_back(decode_utf8(added_[k].content, "added token").chars);
       by_id_[added_[k].id] = k;
       by_content_[added_[k].content] = k;
     }
+    matcher_ = std::make_shared<AddedTokenMatcher const>(contents);
   }
 
   // One text: [CLS] tokens [SEP] (with add_special_tokens), truncated and padded as `options` say.
@@ -144,10 +136,11 @@ class Tokenizer {
   TokenList tokenize(std::string_view text, std::string_view what = "text") const {
     DecodedText const decoded = decode_utf8(text, what);
     TokenList out;
-    for (auto const& seg : detail::split_added_tokens(decoded, added_, contents_)) {
+    for (auto const& seg : detail::split_added_tokens(decoded, added_, *matcher_)) {
       if (seg.added >= 0) {
         auto const& tok = added_[static_cast<std::size_t>(seg.added)];
-        out.push_back(tok.id, tok.content, {static_cast<std::int64_t>(seg.begin), static_cast<std::int64_t>(seg.end)});
+        out.push_back(tok.id, tok.content, {static_cast<std::int64_t>(seg.begin), static_cast<std::int64_t>(seg.end)},
+                      PreTokenPosition::kAddedToken);
       } else {
         out.append(model_->encode(decoded, seg.begin, seg.end));
       }
@@ -211,7 +204,7 @@ class Tokenizer {
 
   std::shared_ptr<TokenizerModel const> model_;
   std::vector<AddedToken> added_;
-  std::vector<std::u32string> contents_;
+  std::shared_ptr<AddedTokenMatcher const> matcher_;  // shared by copies, like the model
   SpecialIds specials_;
   std::int64_t mask_id_ = -1;
   std::unordered_map<std::int64_t, std::size_t> by_id_;

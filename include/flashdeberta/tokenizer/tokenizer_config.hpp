@@ -7,12 +7,15 @@
 // Special tokens may be written as strings or as HF's AddedToken objects ({"content": ..., "lstrip": ...}).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -99,16 +102,31 @@ inline io::Json read_json_file(std::filesystem::path const& file, char const* wh
   return io::parse_json(read_text_file(file, what), file.string(), what);
 }
 
-inline std::int64_t parse_token_id(std::string const& text, std::string const& source) {
+// Token ids must lie in [0, 2^31): HF's tokenizers holds them as u32, the models index embedding rows
+// with them, and ids near 2^63 would overflow where the next free id is computed.
+inline constexpr std::int64_t kTokenIdLimit = std::int64_t{1} << 31;
+
+inline void require_token_id(std::int64_t id, std::string const& source, std::string const& token) {
+  FLASHDEBERTA_REQUIRE(id >= 0 && id < kTokenIdLimit,
+                       source << ": token '" << token << "' has id " << id << ", outside [0, 2^31)");
+}
+
+// An added_tokens_decoder key (Python's int() of it, as transformers reads it), for the token `token`.
+inline std::int64_t parse_token_id(std::string const& text, std::string const& source, std::string const& token) {
   std::size_t used = 0;
-  long long id = -1;
+  long long id = 0;
   try {
     id = std::stoll(text, &used);
+  } catch (std::out_of_range const&) {
+    id = std::numeric_limits<long long>::max();  // past int64: refused below like any id from 2^31 on
+    used = text.size();
   } catch (std::exception const&) {
     used = 0;
   }
-  FLASHDEBERTA_REQUIRE(used == text.size() && !text.empty() && id >= 0,
+  FLASHDEBERTA_REQUIRE(used == text.size() && !text.empty(),
                        source << ": added_tokens_decoder key '" << text << "' is not a token id");
+  FLASHDEBERTA_REQUIRE(id >= 0 && id < kTokenIdLimit, source << ": added_tokens_decoder: token '" << token
+                                                             << "' has id " << text << ", outside [0, 2^31)");
   return id;
 }
 
@@ -127,18 +145,24 @@ inline TokenizerConfig load_tokenizer_config(std::filesystem::path const& dir) {
     if (f.has("add_prefix_space")) c.add_prefix_space = f.get_bool("add_prefix_space", false);
     c.vocab_type = f.get_string("vocab_type", "");
     c.tokenizer_class = f.get_string("tokenizer_class", "");
-    if (io::Json const* v = f.find("model_max_length"); v != nullptr && v->is_number_integer()) {
-      c.model_max_length = v->get<std::int64_t>();  // HF writes 1e30 (a float) for "no limit": ignored
+    // HF writes 1e30 (a float) for "no limit"; a float, or an integer past int64, is taken as no limit.
+    if (io::Json const* v = f.find("model_max_length");
+        v != nullptr && v->is_number_integer() &&
+        !(v->is_number_unsigned() &&
+          v->get<std::uint64_t>() > std::uint64_t{std::numeric_limits<std::int64_t>::max()})) {
+      std::int64_t const n = v->get<std::int64_t>();
+      FLASHDEBERTA_REQUIRE(n >= 0, config_file.string() << ": key 'model_max_length' is negative (" << n << ")");
+      c.model_max_length = n;
     }
     detail::read_special_tokens(f, c.specials);
     if (io::Json const* decoder = f.find("added_tokens_decoder"); decoder != nullptr) {
       io::JsonFields const d(*decoder, config_file.string() + ": added_tokens_decoder");
-      for (auto const& [key, value] : decoder->items()) {
-        std::int64_t const id = detail::parse_token_id(key, config_file.string());
+      for (auto const& item : decoder->items()) {  // no structured bindings: clang < 16 cannot capture them
+        std::string const& key = item.key();
         AddedToken token;
-        detail::read_added_token(value, config_file.string(), "added_tokens_decoder[" + key + "]", token);
-        token.id = id;
-        c.added_tokens_decoder[id] = token;
+        detail::read_added_token(item.value(), config_file.string(), "added_tokens_decoder[" + key + "]", token);
+        token.id = detail::parse_token_id(key, config_file.string(), token.content);
+        c.added_tokens_decoder[token.id] = token;
       }
     }
     c.files_read.push_back("tokenizer_config.json");
@@ -153,9 +177,11 @@ inline TokenizerConfig load_tokenizer_config(std::filesystem::path const& dir) {
   if (std::filesystem::is_regular_file(added_file, ec)) {
     io::Json const doc = detail::read_json_file(added_file, "added tokens");
     io::JsonFields const f(doc, added_file.string());
-    for (auto const& [content, value] : doc.items()) {
-      std::int64_t const id = io::json_as_int64(value, added_file.string(), io::JsonFields::describe_key(content));
-      FLASHDEBERTA_REQUIRE(id >= 0, added_file.string() << ": key '" << content << "' has a negative id " << id);
+    for (auto const& item : doc.items()) {  // no structured bindings: clang < 16 cannot capture them
+      std::string const& content = item.key();
+      std::int64_t const id =
+          io::json_as_int64(item.value(), added_file.string(), io::JsonFields::describe_key(content));
+      detail::require_token_id(id, added_file.string(), content);
       c.added_tokens_json[content] = id;
     }
     c.files_read.push_back("added_tokens.json");
