@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "flashdeberta/config.hpp"
+#include "flashdeberta/core/error.hpp"
 
 namespace flashdeberta::cli {
 
@@ -131,6 +132,11 @@ std::vector<OptionSpec> common_specs(CommonOptions& o, std::string_view command)
        [&o, command](std::string_view v) {
          o.threads = static_cast<int>(parse_integer("threads", v, 0, 4096, command));
        }},
+      // Batch offsets are int32: no forward can take more.
+      {"max-tokens", true, false,
+       [&o, command](std::string_view v) {
+         o.max_tokens = parse_integer("max-tokens", v, 1, std::numeric_limits<std::int32_t>::max(), command);
+       }},
   };
 }
 
@@ -191,6 +197,11 @@ bool apply_common_option(std::string_view command, CommonOptions& options, std::
     }
   }
   return false;
+}
+
+void require_max_tokens(std::int64_t tokens, std::int64_t max_tokens, std::string const& what) {
+  FLASHDEBERTA_REQUIRE(tokens <= max_tokens, what << " holds " << tokens << " tokens, more than --max-tokens "
+                                                  << max_tokens << " (raise --max-tokens to run it at once)");
 }
 
 std::int64_t parse_integer_option(std::string_view command, std::string_view option, std::string_view text,
@@ -286,7 +297,12 @@ std::string backend_help() {
          "  --attention IMPL     flash (default) or eager (materializes the L x L scores, as HF does)\n"
          "  --dtype TYPE         compute type: fp32 (default), bf16, fp16; the eigen and kokkos\n"
          "                       backends compute in fp32 only, cuda in all three\n"
-         "  --threads N          host threads; 0 (default) uses every core\n";
+         "  --threads N          host threads; 0 (default) uses every core\n"
+         "  --max-tokens N       refuse an input of more than N tokens in total, before any work on it\n"
+         "                       (default " +
+         std::to_string(kDefaultMaxTokens) +
+         ": 128 sequences of 512); a forward whose estimated\n"
+         "                       memory exceeds what the backend has available is refused as well\n";
 }
 
 }  // namespace
@@ -295,7 +311,7 @@ std::string run_help() {
   return "usage: flashdeberta run --model DIR --input IN.json --output OUT.safetensors\n"
          "                        [--head auto|base|mlm|seqcls|tokcls|qa|mc] [--mask-token-id ID]\n"
          "                        [--backend eigen|kokkos|cuda] [--attention flash|eager]\n"
-         "                        [--dtype fp32|bf16|fp16] [--threads N]\n"
+         "                        [--dtype fp32|bf16|fp16] [--threads N] [--max-tokens N]\n"
          "\n"
          "Runs the DeBERTa backbone, or a head on it, on token ids and writes the outputs under HF's\n"
          "field names.\n"
@@ -304,7 +320,8 @@ std::string run_help() {
          "  --input IN.json      {\"input_ids\": [[...], ...], \"attention_mask\": ..., \"token_type_ids\": ...}\n"
          "                       each a nested list [B][L] of integers, or [B][C][L] for multiple choice;\n"
          "                       attention_mask (0/1, default all 1) and token_type_ids (default all 0)\n"
-         "                       are optional\n"
+         "                       are optional; --max-tokens counts every position of input_ids,\n"
+         "                       padding included, since the outputs are padded to them\n"
          "  --head NAME          auto (default): the head config.json's architectures names (e.g.\n"
          "                       DebertaV2ForSequenceClassification), the backbone when it names none;\n"
          "                       base: the backbone; mlm: masked LM; seqcls: sequence classification;\n"
@@ -331,7 +348,7 @@ std::string run_help() {
 
 std::string bench_help() {
   return "usage: flashdeberta bench --model DIR [--backend eigen|kokkos|cuda] [--attention flash|eager]\n"
-         "                          [--dtype fp32|bf16|fp16] [--threads N]\n"
+         "                          [--dtype fp32|bf16|fp16] [--threads N] [--max-tokens N]\n"
          "                          --batch B --seq-len L [--repeat N] [--json]\n"
          "\n"
          "Times the forward pass on B random sequences of L token ids (fixed seed, ids in [0, vocab))\n"

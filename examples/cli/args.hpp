@@ -27,13 +27,25 @@ class UsageError : public std::runtime_error {
 
 enum class BackendKind { kEigen, kKokkos, kCuda };
 
+// --max-tokens default: the most tokens one input (a run file's [B][L] positions, a bench batch, a text or a
+// pipeline batch) may hold. 65536 is 128 sequences of 512 (the length DeBERTa is trained at), far above what
+// the pipelines batch, yet a mistake (a whole file as one line, a JSON of 10^6 ids) is refused at once instead
+// of allocating for minutes: at 65536 tokens a v3-base forward already holds 1.6 GB of activations and a
+// masked-LM head over its 128k vocabulary 34 GB of logits.
+inline constexpr std::int64_t kDefaultMaxTokens = 65536;
+
 struct CommonOptions {
   std::filesystem::path model;
   BackendKind backend = BackendKind::kEigen;
   AttentionImpl attention = AttentionImpl::kFlash;
   DType dtype = DType::kF32;
-  int threads = 0;  // 0: every core the backend sees
+  int threads = 0;                              // 0: every core the backend sees
+  std::int64_t max_tokens = kDefaultMaxTokens;  // --max-tokens
 };
+
+// Throws flashdeberta::Error (exit 1) when `tokens` exceeds --max-tokens: "<what> holds N tokens, more than
+// --max-tokens M ...". `what` names the input ("input.json: input_ids [1, 1000000]", "text 3").
+void require_max_tokens(std::int64_t tokens, std::int64_t max_tokens, std::string const& what);
 
 struct RunOptions {
   CommonOptions common;
@@ -62,7 +74,7 @@ std::string describe_backend(CommonOptions const& options, int threads);
 bool backend_compiled_in(BackendKind backend);
 
 // Applies one of the options every model command shares (--model, --backend, --attention, --dtype,
-// --threads) with run's parsing and messages; false when `name` is none of them. For commands that parse
+// --threads, --max-tokens) with run's parsing and messages; false when `name` is none of them. For commands that parse
 // their own option lists (the pipeline commands).
 bool apply_common_option(std::string_view command, CommonOptions& options, std::string_view name,
                          std::string_view value);

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <iostream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <sys/resource.h>
@@ -59,6 +60,9 @@ std::int64_t peak_host_bytes() {
 }  // namespace
 
 int bench_command(BenchOptions const& o) {
+  require_max_tokens(
+      o.batch * o.seq_len, o.common.max_tokens,
+      "the bench batch of --batch " + std::to_string(o.batch) + " x --seq-len " + std::to_string(o.seq_len));
   Backend const backend(o.common);
   ModelConfig const config = read_model_config(o.common.model);
   std::unique_ptr<LoadedModel> const model = backend.load(o.common.model, config);

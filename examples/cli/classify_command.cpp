@@ -34,7 +34,6 @@ int classify_command(std::span<char const* const> args) {
     return 0;
   }
   Pipeline const pipeline(*options, HeadKind::kSequenceClassification, "classify");
-  tokenizer::Tokenizer const& tok = pipeline.tokenizer();
   std::vector<std::string> const labels = label_names(pipeline.config());
   pipelines::ScoreFunction const function = pipelines::classification_function(pipeline.problem_type(), labels.size());
 
@@ -42,11 +41,7 @@ int classify_command(std::span<char const* const> args) {
     std::vector<tokenizer::Encoding> encodings;
     std::vector<std::size_t> sizes;
     for (std::size_t i = 0; i < texts.size(); ++i) {
-      try {
-        encodings.push_back(tok.encode(texts[i]));
-      } catch (Error const& e) {
-        fail_text(first + i, e.what());
-      }
+      encodings.push_back(pipeline.encode(texts[i], first + i));
       sizes.push_back(encodings.back().size());
     }
     HeadOutput const out = pipeline.forward(encodings, std::nullopt, first);

@@ -47,11 +47,7 @@ int fill_mask_command(std::span<char const* const> args) {
     std::vector<std::vector<std::size_t>> masks;
     std::vector<std::size_t> sizes;
     for (std::size_t i = 0; i < texts.size(); ++i) {
-      try {
-        encodings.push_back(tok.encode(texts[i]));
-      } catch (Error const& e) {
-        fail_text(first + i, e.what());
-      }
+      encodings.push_back(pipeline.encode(texts[i], first + i));
       std::vector<std::size_t> at;
       for (std::size_t t = 0; t < encodings.back().size(); ++t)
         if (encodings.back().input_ids[t] == mask_id) at.push_back(t);

@@ -44,11 +44,7 @@ int ner_command(std::span<char const* const> args) {
     std::vector<tokenizer::Encoding> encodings;
     std::vector<std::size_t> sizes;
     for (std::size_t i = 0; i < texts.size(); ++i) {
-      try {
-        encodings.push_back(tok.encode(texts[i]));
-      } catch (Error const& e) {
-        fail_text(first + i, e.what());
-      }
+      encodings.push_back(pipeline.encode(texts[i], first + i));
       sizes.push_back(encodings.back().size());
     }
     HeadOutput const out = pipeline.forward(encodings, std::nullopt, first);

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/io/json.hpp"
+#include "flashdeberta/io/mapped_file.hpp"
 
 namespace flashdeberta::cli {
 
@@ -70,14 +72,37 @@ class Progress {
   Clock::time_point last_;
 };
 
+// The same strict reader as the model's config (the model has loaded it by now); HF writes null when unset.
 std::string read_problem_type(std::filesystem::path const& config_path) {
-  std::ifstream in(config_path);
-  nlohmann::json const j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_object()) {
-    auto it = j.find("problem_type");
-    if (it != j.end() && it->is_string()) return it->get<std::string>();
+  io::MappedFile const file = io::MappedFile::open(config_path);
+  std::string_view const text(reinterpret_cast<char const*>(file.bytes().data()), file.size());
+  io::Json const root = io::parse_json(text, config_path.string(), "config");
+  auto const it = root.is_object() ? root.find("problem_type") : root.end();
+  return it != root.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// std::getline that stops at `limit` bytes: a longer line is refused (as text `index`) before the rest of it
+// is read, so a huge input without newlines cannot fill memory. False at the end of the input.
+bool read_bounded_line(std::istream& in, std::string& line, std::size_t limit, std::size_t index,
+                       std::int64_t max_tokens) {
+  line.clear();
+  std::streambuf* const buffer = in.rdbuf();
+  bool any = false;
+  for (;;) {
+    int const c = buffer->sbumpc();
+    if (c == std::char_traits<char>::eof()) {
+      in.setstate(std::ios::eofbit);
+      return any;
+    }
+    any = true;
+    if (c == '\n') return true;
+    if (line.size() == limit) {
+      fail_text(index, "the line holds more than " + std::to_string(limit) + " bytes (" +
+                           std::to_string(kMaxTextBytesPerToken) + " per token of --max-tokens " +
+                           std::to_string(max_tokens) + "); it is refused before tokenizing (raise --max-tokens)");
+    }
+    line.push_back(static_cast<char>(c));
   }
-  return {};
 }
 
 std::string head_description(HeadKind kind) {
@@ -122,7 +147,7 @@ std::optional<PipelineOptions> parse_pipeline_options(std::string_view command, 
     std::size_t const eq = arg.find('=');
     std::string const name(arg.substr(2, eq == std::string_view::npos ? std::string_view::npos : eq - 2));
     bool const is_common = name == "model" || name == "backend" || name == "attention" || name == "dtype" ||
-                           name == "threads" || name == "tokenizer" || name == "batch-size";
+                           name == "threads" || name == "max-tokens" || name == "tokenizer" || name == "batch-size";
     bool const is_extra =
         std::any_of(extras.begin(), extras.end(), [&](ExtraOption const& e) { return e.name == name; });
     if (!is_common && !is_extra && name != "progress") {
@@ -179,6 +204,10 @@ std::string pipeline_common_help() {
          "  --dtype D            fp32 (default); bf16 or fp16 with --backend cuda\n"
          "  --threads N          host threads (0, the default: every core)\n"
          "  --batch-size N       texts per forward pass (default 8)\n"
+         "  --max-tokens N       refuse a text, or a batch of texts, of more than N tokens (default " +
+         std::to_string(kDefaultMaxTokens) +
+         ");\n"
+         "                       a text of more than 64 x N bytes is refused before it is tokenized\n"
          "  --progress           progress bar on stderr (shown anyway for TEXT arguments at a terminal)\n"
          "\n"
          "Output: one JSON object per line on stdout. Errors: one line on stderr starting with\n"
@@ -197,6 +226,7 @@ Pipeline::Pipeline(PipelineOptions const& options, HeadKind head, std::string_vi
                      "Deberta*" + std::string(head_kind_class_suffix(head)) + "), but " + config_path_.string() +
                      (names.empty() ? std::string(" names no architectures (the backbone alone)") : " names " + names));
   }
+  max_tokens_ = options.common.max_tokens;
   problem_type_ = read_problem_type(config_path_);
   tokenizer_.emplace(tokenizer::load_tokenizer(options.tokenizer.value_or(options.common.model)));
   backend_ = std::make_unique<Backend>(options.common);
@@ -208,8 +238,36 @@ Pipeline::~Pipeline() {
   backend_.reset();
 }
 
+tokenizer::Encoding Pipeline::encode(std::string const& text, std::size_t index, std::string const* pair) const {
+  std::int64_t const bytes = static_cast<std::int64_t>(text.size() + (pair != nullptr ? pair->size() : 0));
+  std::int64_t const limit = max_text_bytes(max_tokens_);
+  if (bytes > limit) {
+    fail_text(index, "the text holds " + std::to_string(bytes) + " bytes, more than the " + std::to_string(limit) +
+                         " (" + std::to_string(kMaxTextBytesPerToken) + " per token) of --max-tokens " +
+                         std::to_string(max_tokens_) + "; it is refused before tokenizing (raise --max-tokens)");
+  }
+  tokenizer::Encoding e;
+  try {
+    e = pair != nullptr ? tokenizer_->encode(text, *pair) : tokenizer_->encode(text);
+  } catch (Error const& error) {
+    fail_text(index, error.what());
+  }
+  try {
+    require_max_tokens(static_cast<std::int64_t>(e.size()), max_tokens_, "the text");
+  } catch (Error const& error) {
+    fail_text(index, error.what());
+  }
+  return e;
+}
+
 HeadOutput Pipeline::forward(std::vector<tokenizer::Encoding> const& encodings,
                              std::optional<std::int64_t> mask_token_id, std::size_t first_text) const {
+  std::int64_t total = 0;
+  for (tokenizer::Encoding const& e : encodings) total += static_cast<std::int64_t>(e.size());
+  FLASHDEBERTA_REQUIRE(total <= max_tokens_, "texts " << first_text << " to " << first_text + encodings.size() - 1
+                                                      << " hold " << total
+                                                      << " tokens together, more than --max-tokens " << max_tokens_
+                                                      << " (lower --batch-size, or raise --max-tokens)");
   Batch batch;
   bool const types = config_.type_vocab_size > 0;
   for (std::size_t i = 0; i < encodings.size(); ++i) {
@@ -284,7 +342,8 @@ void for_each_batch(PipelineOptions const& options,
       if (texts.size() == size) flush();
     }
   } else {
-    for (std::string line; std::getline(std::cin, line);) {
+    std::size_t const limit = static_cast<std::size_t>(max_text_bytes(options.common.max_tokens));
+    for (std::string line; read_bounded_line(std::cin, line, limit, next + texts.size(), options.common.max_tokens);) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       texts.push_back(std::move(line));
       if (texts.size() == size) flush();

@@ -63,10 +63,14 @@ class Pipeline {
   // config.json's problem_type, "" when absent.
   std::string const& problem_type() const { return problem_type_; }
 
+  // `text` (and `pair`, for question answering) encoded, refused as "text <index>: ..." when it is longer than
+  // --max-tokens admits: by its bytes before it is tokenized (max_text_bytes), then by its tokens.
+  tokenizer::Encoding encode(std::string const& text, std::size_t index, std::string const* pair = nullptr) const;
+
   // The head over `encodings` as one packed batch; per-token outputs come back as one vector per
   // encoding (rows in token order, `width` values each), per-sequence outputs as one row per encoding.
   // `mask_token_id`: a masked LM computes only those tokens' rows. `first_text`: the number of the first
-  // encoding's text, for messages.
+  // encoding's text, for messages. A batch of more than --max-tokens tokens is refused.
   HeadOutput forward(std::vector<tokenizer::Encoding> const& encodings, std::optional<std::int64_t> mask_token_id,
                      std::size_t first_text) const;
 
@@ -74,10 +78,17 @@ class Pipeline {
   ModelConfig config_;
   std::filesystem::path config_path_;
   std::string problem_type_;
+  std::int64_t max_tokens_ = kDefaultMaxTokens;
   std::optional<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<LoadedModel> model_;  // destroyed before backend_ (declared after it)
 };
+
+// The longest text (or stdin line) the pipeline commands tokenize for --max-tokens N: kMaxTextBytesPerToken x N
+// bytes. No tokenizer of these checkpoints makes tokens that long on average (English averages about 4 bytes
+// per token), so a longer text cannot fit and is refused before any of it is tokenized or even read.
+inline constexpr std::int64_t kMaxTextBytesPerToken = 64;
+inline std::int64_t max_text_bytes(std::int64_t max_tokens) { return kMaxTextBytesPerToken * max_tokens; }
 
 // A head tensor's rows for each sequence of the batch built from `sizes` (encoding lengths): per token
 // rows become [size * width] (zeros for tokens the head did not compute), per sequence rows [width].
@@ -85,7 +96,8 @@ std::vector<std::vector<float>> rows_by_sequence(HostHeadTensor const& t, std::s
 
 // Calls `run(texts, first)` for batches of `batch_size` texts from options.texts or stdin lines (first:
 // the 1-based number of the batch's first text), drawing a progress bar on stderr when asked (--progress)
-// or, for texts given as arguments, when stdin and stderr are terminals.
+// or, for texts given as arguments, when stdin and stderr are terminals. A stdin line longer than
+// max_text_bytes(--max-tokens) is refused before the rest of it is read.
 void for_each_batch(PipelineOptions const& options,
                     std::function<void(std::vector<std::string> const& texts, std::size_t first)> const& run);
 

@@ -53,7 +53,7 @@ int qa_command(std::span<char const* const> args) {
   }
   Pipeline const pipeline(*options, HeadKind::kQuestionAnswering, "qa");
   tokenizer::Tokenizer const& tok = pipeline.tokenizer();
-  tokenizer::Encoding const e = tok.encode(*options->question, *options->context);
+  tokenizer::Encoding const e = pipeline.encode(*options->question, 1, &*options->context);
   FLASHDEBERTA_REQUIRE(e.size() <= kMaxWindow, "the question and context take "
                                                    << e.size() << " tokens, more than the " << kMaxWindow
                                                    << " of one window (HF's pipeline would split the context "

@@ -1,11 +1,11 @@
 // flashdeberta run: token ids from a JSON file -> the backbone's last_hidden_state, or a head's outputs
 // (logits, start_logits/end_logits), under HF's field names in a safetensors file.
 //
-// Order of work: everything cheap that can fail (options, output location, input file, config, the
-// head and the input's layout, ids against the vocabulary) is checked before the weights are loaded, so
-// a mistake costs milliseconds. Memory: each packed output and its padded form exist together once (the
-// padded copy is skipped when nothing is masked, since both layouts are then the same); the model is
-// freed before anything is written.
+// Order of work: everything cheap that can fail (options, output location, input file and its size against
+// --max-tokens, config, the head and the input's layout, ids against the vocabulary) is checked before the
+// weights are loaded, so a mistake costs milliseconds. Memory: each packed output and its padded form exist together
+// once (the padded copy is skipped when nothing is masked, since both layouts are then the same); the model is freed
+// before anything is written.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -125,7 +125,7 @@ int run_command(RunOptions const& o) {
   Batch batch;
   {
     // The parsed input is dropped once packed: only the batch is needed from here on.
-    TokenInput const input = read_token_input(o.input);
+    TokenInput const input = read_token_input(o.input, o.common.max_tokens);
     check_against_head(input, summary.head);
     check_against_config(input, config, config_source);
     batch = to_batch(input, config);

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -171,6 +172,19 @@ TEST_CASE("cli run: bad input fails with one line, the right status and no outpu
     int status;
     char const* message;  // a part of the stderr line
   };
+  // A long first row and many short ones: rows x that length must not be reserved before the rows are compared
+  // (2 * 10^5 x 10^5 int64 would be 160 GB).
+  std::string long_first_row = R"({"input_ids": [[5)";
+  for (int i = 1; i < 200'000; ++i) long_first_row += ",5";
+  for (int i = 0; i < 100'000; ++i) long_first_row += "],[5";
+  long_first_row += "]]}";
+  std::string long_first_row_rank3 = R"({"input_ids": [[[5)";
+  for (int i = 1; i < 200'000; ++i) long_first_row_rank3 += ",5";
+  long_first_row_rank3 += "]]";
+  for (int i = 0; i < 100'000; ++i) long_first_row_rank3 += ",[]";
+  long_first_row_rank3 += "]}";
+  // 1.1 MB of indentation around one id: more than --max-tokens 1 admits (3 fields x 64 bytes + 1 MiB).
+  std::string const padded_file = R"({"input_ids": [[1]])" + std::string(1'100'000, ' ') + "}";
   std::vector<Case> const cases = {
       {"missing input file", nullptr, {}, 1, "cannot open"},
       {"malformed JSON", R"({"input_ids": [[1, 2, 3]})", {}, 1, "not valid JSON"},
@@ -204,6 +218,43 @@ TEST_CASE("cli run: bad input fails with one line, the right status and no outpu
       {"bad threads", R"({"input_ids": [[1]]})", {"--threads", "two"}, 2, "--threads 'two'"},
       {"option twice", R"({"input_ids": [[1]]})", {"--attention", "flash", "--attention", "eager"}, 2, "given twice"},
       {"stray argument", R"({"input_ids": [[1]]})", {"extra"}, 2, "unexpected argument 'extra'"},
+      {"more positions than --max-tokens",
+       R"({"input_ids": [[1, 2, 3], [4, 5, 6]]})",
+       {"--max-tokens", "5"},
+       1,
+       "input.json: input_ids [2, 3] holds 6 tokens, more than --max-tokens 5"},
+      {"padding counts toward --max-tokens",
+       R"({"input_ids": [[1, 2, 3], [4, 0, 0]], "attention_mask": [[1, 1, 1], [1, 0, 0]]})",
+       {"--max-tokens", "5"},
+       1,
+       "input_ids [2, 3] holds 6 tokens, more than --max-tokens 5"},
+      {"[B][C][L] positions count toward --max-tokens",
+       R"({"input_ids": [[[1, 2], [3, 4]], [[1, 2], [3, 4]]]})",
+       {"--max-tokens", "7"},
+       1,
+       "input_ids [2, 2, 2] holds 8 tokens, more than --max-tokens 7"},
+      {"--max-tokens 0", R"({"input_ids": [[1]]})", {"--max-tokens", "0"}, 2, "--max-tokens '0' is not an integer"},
+      {"--max-tokens past int32", R"({"input_ids": [[1]]})", {"--max-tokens", "2147483648"}, 2, "--max-tokens"},
+      {"file larger than --max-tokens admits",
+       padded_file.c_str(),
+       {"--max-tokens", "1"},
+       1,
+       "bytes, more than the 1048768 an input of --max-tokens 1 tokens can take"},
+      {"ragged rows after a long first row",
+       long_first_row.c_str(),
+       {},
+       1,
+       "input_ids[1] has 1 entries but input_ids[0] has 200000; rows must have equal length"},
+      {"ragged rank 3 after a long first row",
+       long_first_row_rank3.c_str(),
+       {},
+       1,
+       "input_ids[1] has 0 entries but input_ids[0] has 1"},
+      {"mask ragged after ids that fit",
+       R"({"input_ids": [[1, 2], [3, 4]], "attention_mask": [[1, 1], [1]]})",
+       {},
+       1,
+       "attention_mask[1] has 1 entries but attention_mask[0] has 2"},
   };
   bool const with_cuda = cuda_in_build();
   for (Case const& c : cases) {
@@ -229,6 +280,102 @@ TEST_CASE("cli run: bad input fails with one line, the right status and no outpu
     CHECK(r.out.empty());
     std::vector<std::string> const left = dir.entries();  // input.json at most: no output, no temporary
     CHECK(left == (c.input != nullptr ? std::vector<std::string>{"input.json"} : std::vector<std::string>{}));
+  }
+}
+
+// The single stderr line of a refused command, after checking the error contract (exit 1, nothing on stdout).
+std::string refusal_line(fd::testing::CliResult const& r) {
+  CAPTURE(r.err);
+  CHECK(r.status == 1);
+  CHECK(r.out.empty());
+  auto const lines = r.err_lines();
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].starts_with("flashdeberta: error: "));
+  return lines[0];
+}
+
+TEST_CASE("cli run/bench: one v3 sequence of 10^6 tokens is refused at once by the default --max-tokens") {
+  ScratchDir const dir;
+  std::string ids = R"({"input_ids": [[1)";
+  for (int i = 1; i < 1'000'000; ++i) ids += ",5";
+  dir.write("input.json", ids + "]]}");
+  auto const start = std::chrono::steady_clock::now();
+  auto const r = run_cli({"run", "--model", fixture("v3_c2p").string(), "--input", (dir / "input.json").string(),
+                          "--output", (dir / "out.safetensors").string()});
+  double const seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::string const line = refusal_line(r);
+  CHECK_MESSAGE(line.find("input.json: input_ids [1, 1000000] holds 1000000 tokens, more than --max-tokens 65536") !=
+                    std::string::npos,
+                line);
+  CHECK(seconds < 5.0);  // the file is parsed and measured, nothing else; generous for a loaded machine
+  CHECK(dir.entries() == std::vector<std::string>{"input.json"});
+
+  auto const bench = run_cli({"bench", "--model", fixture("v3_c2p").string(), "--batch", "1", "--seq-len", "1000000"});
+  CHECK(refusal_line(bench).find("the bench batch of --batch 1 x --seq-len 1000000 holds 1000000 tokens, more than "
+                                 "--max-tokens 65536") != std::string::npos);
+  auto const small = run_cli({"bench", "--model", fixture("v3_c2p").string(), "--batch", "2", "--seq-len", "8",
+                              "--max-tokens", "15", "--repeat", "1"});
+  CHECK(refusal_line(small).find("holds 16 tokens, more than --max-tokens 15") != std::string::npos);
+  auto const fits = run_cli({"bench", "--model", fixture("v3_c2p").string(), "--batch", "2", "--seq-len", "8",
+                             "--max-tokens", "16", "--repeat", "1", "--threads", "1"});
+  CHECK_MESSAGE(fits.status == 0, fits.err);
+}
+
+// The pipeline commands need the SentencePiece tokenizer of the v3 fixtures; a build without it skips these.
+bool sentencepiece_in_cli() {
+  return run_cli({"tokenize", "--model", fixture("tokenizers/spm").string(), "hello"}).status == 0;
+}
+
+TEST_CASE("cli pipelines: --max-tokens refuses a long text, a long stdin line and a long batch") {
+  if (!sentencepiece_in_cli()) {
+    MESSAGE("the CLI has no SentencePiece tokenizer; skipped");
+    return;
+  }
+  std::vector<std::string> const classify = {
+      "classify",  "--model", fixture("pipelines/classify").string(), "--tokenizer", fixture("tokenizers/spm").string(),
+      "--threads", "1"};
+  SUBCASE("one v3 text of 10^6 tokens from stdin") {
+    std::string text;
+    for (int i = 0; i < 1'000'000; ++i) text += "a ";  // 10^6 pieces "\u2581a", plus [CLS] and [SEP]
+    auto const r = fd::testing::run_cli_stdin(classify, "short text\n" + text + "\n");
+    CHECK_MESSAGE(refusal_line(r).find("text 2: the text holds 1000002 tokens, more than --max-tokens 65536") !=
+                      std::string::npos,
+                  r.err);
+  }
+  SUBCASE("a stdin line longer than 64 bytes per token is not even read whole") {
+    std::string text;
+    for (int i = 0; i < 1'000'000; ++i) text += "hello ";
+    auto const start = std::chrono::steady_clock::now();
+    auto const r = fd::testing::run_cli_stdin(classify, text);
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 5.0);
+    CHECK(refusal_line(r).find("text 1: the line holds more than 4194304 bytes (64 per token of --max-tokens "
+                               "65536); it is refused before tokenizing") != std::string::npos);
+  }
+  SUBCASE("a text argument longer than 64 bytes per token") {
+    std::vector<std::string> args = classify;
+    args.insert(args.end(), {"--max-tokens", "1", "--", std::string(65, 'x')});
+    CHECK(refusal_line(run_cli(args))
+              .find("text 1: the text holds 65 bytes, more than the 64 (64 per token) of "
+                    "--max-tokens 1") != std::string::npos);
+  }
+  SUBCASE("texts that fit alone but not together in one batch") {
+    std::vector<std::string> args = classify;
+    // Each text: [CLS], 8 pieces, [SEP].
+    args.insert(args.end(), {"--max-tokens", "15", "--batch-size", "2", "--", "a a a a a a a a", "a a a a a a a a"});
+    CHECK(refusal_line(run_cli(args))
+              .find("texts 1 to 2 hold 20 tokens together, more than --max-tokens 15 (lower "
+                    "--batch-size, or raise --max-tokens)") != std::string::npos);
+    args[args.size() - 4] = "1";  // --batch-size 1: each batch fits
+    auto const fits = run_cli(args);
+    CHECK_MESSAGE(fits.status == 0, fits.err);
+    CHECK(fd::testing::json_lines(fits.out).size() == 2);
+  }
+  SUBCASE("question and context together") {
+    auto const r =
+        run_cli({"qa", "--model", fixture("pipelines/qa").string(), "--tokenizer", fixture("tokenizers/spm").string(),
+                 "--question", "a a a", "--context", "a a a a", "--max-tokens", "8"});
+    CHECK_MESSAGE(
+        refusal_line(r).find("text 1: the text holds 10 tokens, more than --max-tokens 8") != std::string::npos, r.err);
   }
 }
 

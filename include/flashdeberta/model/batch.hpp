@@ -72,6 +72,8 @@ struct Batch {
   // ids, mask and token_types are row-major (B, L); an empty mask means all ones, empty token_types zeros.
   static Batch from_padded(std::int64_t batch_size, std::int64_t length, std::span<std::int64_t const> ids,
                            std::span<std::int64_t const> mask = {}, std::span<std::int64_t const> token_types = {}) {
+    FLASHDEBERTA_REQUIRE(batch_size >= 0 && length >= 0 && (length == 0 || batch_size <= INT64_MAX / length),
+                         "padded input of " << batch_size << " x " << length << " tokens");
     std::size_t const expected = static_cast<std::size_t>(batch_size * length);
     FLASHDEBERTA_REQUIRE(ids.size() == expected,
                          "input_ids has " << ids.size() << " values, expected " << batch_size << " x " << length);
@@ -93,19 +95,25 @@ struct Batch {
                              "input_ids[" << b << "][" << t << "] = " << ids[i] << " is not a valid token id");
         batch.input_ids.push_back(static_cast<std::int32_t>(ids[i]));
         if (!token_types.empty()) {
-          FLASHDEBERTA_REQUIRE(token_types[i] >= 0 && token_types[i] <= INT32_MAX,
-                               "token_type_ids[" << b << "][" << t << "] = " << token_types[i] << " is negative");
+          FLASHDEBERTA_REQUIRE(
+              token_types[i] >= 0 && token_types[i] <= INT32_MAX,
+              "token_type_ids[" << b << "][" << t << "] = " << token_types[i] << " is not a valid token type id");
           batch.token_type_ids.push_back(static_cast<std::int32_t>(token_types[i]));
         }
         batch.positions.push_back(static_cast<std::int32_t>(t));
       }
+      FLASHDEBERTA_REQUIRE(batch.input_ids.size() <= static_cast<std::size_t>(INT32_MAX),
+                           "padded input keeps more than " << INT32_MAX << " tokens by row " << b
+                                                           << ", more than the int32 offsets of one batch address");
       batch.cu_seqlens.push_back(static_cast<std::int32_t>(batch.input_ids.size()));
     }
     return batch;
   }
 
-  // Checks every index against the sizes of the model's tables before any of it reaches a kernel.
+  // Checks everything a kernel reads, before any of it reaches one: the packed structure
+  // (validate_structure) and every index against the sizes of the model's tables.
   void validate(ModelConfig const& config) const {
+    validate_structure();
     for (std::size_t t = 0; t < input_ids.size(); ++t)
       FLASHDEBERTA_REQUIRE(input_ids[t] >= 0 && input_ids[t] < config.vocab_size,
                            "token id " << input_ids[t] << " at packed position " << t
@@ -121,6 +129,52 @@ struct Batch {
                            "sequence position " << max_position() - 1 << " needs more than the "
                                                 << config.max_position_embeddings
                                                 << " absolute position embeddings of this model");
+  }
+
+  // The invariants from_sequences and from_padded establish and the kernels rely on:
+  //   - cu_seqlens starts at 0, never decreases and ends at input_ids.size(), which fits int32. Empty
+  //     sequences are allowed: from_padded makes one from a row whose mask is all zeros, and every layer
+  //     and head skips them (the pooling heads refuse them, naming the row).
+  //   - positions has one entry per token, non-negative and strictly increasing within each sequence: the
+  //     conv layer finds a token's neighbours by that order, the embedding reads position[positions[t]],
+  //     and unpack_to_padded / to_padded scatter rows to them.
+  //   - token_type_ids is empty or has one entry per token.
+  //   - padded_length, when set, lies beyond every position (it is the L the rows came from).
+  void validate_structure() const {
+    FLASHDEBERTA_REQUIRE(!cu_seqlens.empty(), "batch cu_seqlens is empty; it holds B + 1 offsets starting at 0");
+    FLASHDEBERTA_REQUIRE(cu_seqlens.front() == 0,
+                         "batch cu_seqlens[0] is " << cu_seqlens.front() << "; packed offsets start at 0");
+    FLASHDEBERTA_REQUIRE(input_ids.size() <= static_cast<std::size_t>(INT32_MAX),
+                         "batch input_ids has " << input_ids.size() << " tokens, more than the int32 offsets of one "
+                                                << "batch can address (" << INT32_MAX << ")");
+    for (std::size_t b = 1; b < cu_seqlens.size(); ++b)
+      FLASHDEBERTA_REQUIRE(cu_seqlens[b] >= cu_seqlens[b - 1],
+                           "batch cu_seqlens[" << b << "] = " << cu_seqlens[b] << " is below cu_seqlens[" << b - 1
+                                               << "] = " << cu_seqlens[b - 1] << "; offsets must not decrease");
+    FLASHDEBERTA_REQUIRE(static_cast<std::size_t>(cu_seqlens.back()) == input_ids.size(),
+                         "batch cu_seqlens[" << cu_seqlens.size() - 1 << "] = " << cu_seqlens.back()
+                                             << " but input_ids has " << input_ids.size()
+                                             << " tokens; the last offset is the token count");
+    FLASHDEBERTA_REQUIRE(positions.size() == input_ids.size(), "batch positions has " << positions.size()
+                                                                                      << " entries for "
+                                                                                      << input_ids.size() << " tokens");
+    FLASHDEBERTA_REQUIRE(token_type_ids.empty() || token_type_ids.size() == input_ids.size(),
+                         "batch token_type_ids has " << token_type_ids.size() << " entries for " << input_ids.size()
+                                                     << " tokens (give one per token, or none for all zeros)");
+    FLASHDEBERTA_REQUIRE(padded_length >= 0, "batch padded_length is " << padded_length << "; it must be >= 0");
+    for (std::int64_t b = 0; b < batch_size(); ++b) {
+      for (std::int64_t t = cu_seqlens[b]; t < cu_seqlens[b + 1]; ++t) {
+        FLASHDEBERTA_REQUIRE(positions[t] >= 0, "batch positions[" << t << "] = " << positions[t] << " (sequence " << b
+                                                                   << ") is negative");
+        FLASHDEBERTA_REQUIRE(t == cu_seqlens[b] || positions[t] > positions[t - 1],
+                             "batch positions[" << t << "] = " << positions[t] << " does not exceed positions[" << t - 1
+                                                << "] = " << positions[t - 1] << " in sequence " << b
+                                                << "; positions increase strictly within a sequence");
+        FLASHDEBERTA_REQUIRE(padded_length == 0 || positions[t] < padded_length,
+                             "batch positions[" << t << "] = " << positions[t] << " (sequence " << b
+                                                << ") lies beyond padded_length " << padded_length);
+      }
+    }
   }
 };
 

@@ -10,11 +10,15 @@
 #include "flashdeberta/io/config_json.hpp"
 #include "flashdeberta/layers/embeddings.hpp"
 #include "flashdeberta/layers/encoder.hpp"
+#include "flashdeberta/model/forward_memory.hpp"
 
 namespace flashdeberta {
 
 struct ModelOptions {
   AttentionImpl attention = AttentionImpl::kFlash;
+  // forward refuses a batch whose estimated memory (estimate_forward_memory) exceeds this many bytes, or what
+  // the policy reports available when that is less; 0: only the policy's report.
+  std::int64_t max_forward_bytes = 0;
 };
 
 // The last hidden state of a packed batch, (T, H) in policy memory.
@@ -44,6 +48,10 @@ void require_variant_accepts(ModelConfig const& config, std::string const& sourc
                        source << ": head size " << config.head_size << " x " << config.num_heads << " heads");
 }
 
+// Immutable once loaded: any number of threads may call forward, forward_to_host and enqueue_forward on one
+// model at once (each call allocates its own activations); set_attention only while no forward runs. Per-call
+// attention, or a policy per thread over the shared weights: ForwardContext + enqueue_forward
+// (docs/thread-safety.md).
 template <Variant V, ExecutionPolicy P>
 class DebertaModel {
  public:
@@ -71,13 +79,23 @@ class DebertaModel {
   // The word-embedding table (V, E) in policy memory; the masked-LM decoder is tied to it.
   MatrixRef word_embeddings() const { return weights_.embeddings.word_embeddings().ref(); }
 
+  // Validates the batch (Batch::validate) and refuses, with the numbers, one whose estimated memory does not
+  // fit (require_forward_fits), before anything is allocated.
   HiddenStates<P> forward(Batch const& batch) const {
     batch.validate(config_);
     FLASHDEBERTA_REQUIRE(batch.batch_size() > 0, "forward needs at least one sequence");
+    require_forward_fits(policy_, estimate_forward_memory(batch), options_.max_forward_bytes);
     ForwardContext<P> const ctx(policy_, batch, options_.attention);
     HiddenStates<P> states = enqueue_forward(ctx);
     if (states.tokens > 0) policy_.fence();
     return states;
+  }
+
+  // What a forward of `batch` allocates in policy memory, estimated from its sizes (forward_memory.hpp); the
+  // batch must be valid (Batch::validate_structure).
+  ForwardMemory estimate_forward_memory(Batch const& batch) const {
+    bool const conv_layer = V::kConvLayer && config_.conv_kernel_size > 0;
+    return flashdeberta::estimate_forward_memory(policy_, config_, conv_layer, batch, options_.attention);
   }
 
   // Advanced: enqueues the forward of a context the caller built and returns without waiting; the
@@ -120,10 +138,14 @@ using DebertaV2 = DebertaModel<V2, P>;
 template <ExecutionPolicy P>
 using DebertaV3 = DebertaModel<V3, P>;
 
-// Scatters packed (T, H) rows back to a zero-filled (B, L, H) array; L = batch.padded_length, or the
-// longest sequence for batches built from sequences.
+// Scatters packed (T, H) rows back to a zero-filled (B, L, H) array; L = batch.padded_length, or else the
+// largest position + 1 (the longest sequence, for batches built from sequences).
 inline std::vector<float> unpack_to_padded(Batch const& batch, std::span<float const> packed, std::int64_t hidden) {
-  std::int64_t const length = batch.padded_length > 0 ? batch.padded_length : batch.max_seqlen();
+  batch.validate_structure();
+  FLASHDEBERTA_REQUIRE(
+      hidden >= 0 && static_cast<std::int64_t>(packed.size()) == batch.total_tokens() * hidden,
+      "unpack_to_padded: " << packed.size() << " values are not " << batch.total_tokens() << " tokens x " << hidden);
+  std::int64_t const length = batch.padded_length > 0 ? batch.padded_length : batch.max_position();
   std::vector<float> padded(static_cast<std::size_t>(batch.batch_size() * length * hidden), 0.0f);
   for (std::int64_t b = 0; b < batch.batch_size(); ++b) {
     for (std::int64_t t = batch.cu_seqlens[b]; t < batch.cu_seqlens[b + 1]; ++t) {

@@ -1,8 +1,11 @@
 // What the model requires of an execution policy.
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <span>
 
 #include "flashdeberta/policy/op_args.hpp"
@@ -38,6 +41,48 @@ concept ExecutionPolicy = std::copy_constructible<P> && PolicyBuffer<typename P:
   p.conv1d(conv);
   p.disentangled_attention(attention);
   p.fence();
+};
+
+// The sizes of one disentangled-attention call, known before anything is allocated: what a policy needs to
+// say how much memory its attention op takes beyond q, k, v and out.
+struct AttentionShape {
+  std::int64_t batch = 0;         // B sequences
+  std::int64_t total_tokens = 0;  // T
+  std::int64_t max_seqlen = 0;    // L, the longest sequence
+  std::int64_t num_heads = 0;
+  std::int64_t head_size = 0;
+  std::int64_t relative_rows = 0;  // 2k rows of the relative tables; 0 without position terms
+  bool c2p = false;
+  bool p2c = false;
+  AttentionImpl impl = AttentionImpl::kFlash;
+  DType dtype = DType::kF32;  // the compute dtype
+};
+
+namespace detail {
+// Memory estimates are formed in double: num_heads x L x L overflows int64 long before a batch stops fitting
+// int32 offsets. This turns one into bytes, saturating.
+inline std::int64_t saturated_bytes(double bytes) {
+  constexpr auto kMax = static_cast<double>(std::numeric_limits<std::int64_t>::max());
+  return bytes >= kMax ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(std::max(bytes, 0.0));
+}
+}  // namespace detail
+
+// Optional hooks a policy may offer; DebertaModel uses them, when present, to refuse a forward that cannot
+// fit before allocating any of it (model/forward_memory.hpp).
+//
+// available_memory_bytes(): what the policy can still allocate in its memory space (host: MemAvailable;
+// CUDA: free device memory plus its own cached blocks); nullopt when it cannot tell.
+template <class P>
+concept ReportsAvailableMemory = requires(P const& p) {
+  { p.available_memory_bytes() } -> std::same_as<std::optional<std::int64_t>>;
+};
+
+// attention_workspace_bytes(shape): the most memory disentangled_attention allocates for itself during one
+// call of that shape (scores, projected tables, per-thread tiles). Without it the model assumes HF's eager
+// layout: num_heads x L x L scores per sequence, and (T, heads, 2k) projected tables.
+template <class P>
+concept ReportsAttentionWorkspace = requires(P const& p, AttentionShape const& shape) {
+  { p.attention_workspace_bytes(shape) } -> std::convertible_to<std::int64_t>;
 };
 
 }  // namespace flashdeberta

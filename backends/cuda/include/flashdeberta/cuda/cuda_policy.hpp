@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -149,6 +150,11 @@ struct CudaContext {
 
 }  // namespace cuda_detail
 
+// Thread safety: copies share one context (stream, cuBLASLt handle and plans, device cache, pinned ring) whose
+// host-side state is mutex-guarded, so any number of threads may use one policy; their work runs in order on
+// the one stream, and each fence waits for all of it. For GPU overlap give each thread its own CudaPolicy
+// (same options) over the shared weights. A PoolScope switches the cache of every copy: no other thread may
+// allocate through the policy while one lives (docs/thread-safety.md).
 class CudaPolicy {
  public:
   using memory_space = CudaSpace;
@@ -163,6 +169,28 @@ class CudaPolicy {
   cudaStream_t stream() const { return context_->stream; }
   cuda_detail::CachingAllocator::Stats memory_stats() const { return context_->allocator->stats(); }
   void reset_peak_memory() const { context_->allocator->reset_peak(); }
+
+  // Device memory a forward can still allocate: what the device has free plus the blocks cached by the
+  // allocator allocate() draws from (the pool of a PoolScope, else the shared cache), since a miss returns
+  // that cache to the device before it gives up (CachingAllocator::device_malloc).
+  std::optional<std::int64_t> available_memory_bytes() const {
+    context_->activate();
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    FLASHDEBERTA_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    auto const& cache = context_->pool ? context_->pool : context_->allocator;
+    return static_cast<std::int64_t>(free_bytes + cache->stats().cached_bytes);
+  }
+
+  // What disentangled_attention allocates for itself: eager keeps its score rows in shared memory (nothing);
+  // flash, in a call without tables prepared at load, the two by-diff tables of at most 2 (L + 2 x 128) rows
+  // of every head's columns (by_diff_tables.cuh; an upper bound, exact per call in attention_workspace_bytes).
+  std::int64_t attention_workspace_bytes(AttentionShape const& s) const {
+    if (s.impl == AttentionImpl::kEager || s.relative_rows == 0) return 0;
+    double const rows = 2.0 * (static_cast<double>(s.max_seqlen) + 256.0);
+    double const columns = static_cast<double>(s.num_heads) * static_cast<double>(s.head_size);
+    return detail::saturated_bytes(2.0 * rows * columns * static_cast<double>(dtype_size(s.dtype)));
+  }
 
   Buffer allocate(std::int64_t size, DType dtype) const {
     context_->activate();
@@ -391,5 +419,6 @@ class CudaPolicy {
 };
 
 static_assert(ExecutionPolicy<CudaPolicy>);
+static_assert(ReportsAvailableMemory<CudaPolicy> && ReportsAttentionWorkspace<CudaPolicy>);
 
 }  // namespace flashdeberta

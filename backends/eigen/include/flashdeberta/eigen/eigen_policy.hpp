@@ -2,6 +2,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
 #include <span>
 
 #include <Eigen/Core>
@@ -11,6 +14,7 @@
 #include "flashdeberta/eigen/ops/attention_flash.hpp"
 #include "flashdeberta/eigen/ops/dense_ops.hpp"
 #include "flashdeberta/policy/concepts.hpp"
+#include "flashdeberta/policy/host_memory.hpp"
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -20,13 +24,45 @@ namespace flashdeberta {
 
 struct HostSpace {};
 
+namespace eigen_detail {
+
+// Sets the calling thread's OpenMP thread count (its nthreads-var, which omp_get_max_threads reads) for one
+// operation and restores it after. Eigen's GEMM sizes its OpenMP team from omp_get_max_threads() unless
+// Eigen::setNbThreads was called; that setting is a process-wide variable, so a policy that set it would
+// change the GEMMs of every other policy and race with threads constructing or running them. The
+// per-thread value keeps each policy's count its own; regions opened inside an operation inherit it.
+class OmpThreadsScope {
+ public:
+  explicit OmpThreadsScope([[maybe_unused]] int threads) {
+#if defined(_OPENMP)
+    previous_ = omp_get_max_threads();
+    if (previous_ != threads) omp_set_num_threads(threads);
+#endif
+  }
+  ~OmpThreadsScope() {
+#if defined(_OPENMP)
+    if (omp_get_max_threads() != previous_) omp_set_num_threads(previous_);
+#endif
+  }
+  OmpThreadsScope(OmpThreadsScope const&) = delete;
+  OmpThreadsScope& operator=(OmpThreadsScope const&) = delete;
+
+ private:
+  [[maybe_unused]] int previous_ = 1;
+};
+
+}  // namespace eigen_detail
+
+// Thread safety: a thread count and nothing else; any number of threads may share one. Every calling thread
+// opens OpenMP teams of threads() threads of its own, so size callers x threads to the cores
+// (docs/thread-safety.md).
 class EigenPolicy {
  public:
   using memory_space = HostSpace;
   using Buffer = HostBuffer;
 
   // threads <= 0 uses every core OpenMP reports.
-  explicit EigenPolicy(int threads = 0) : threads_(resolve_threads(threads)) { Eigen::setNbThreads(threads_); }
+  explicit EigenPolicy(int threads = 0) : threads_(resolve_threads(threads)) {}
 
   static char const* name() { return "eigen"; }
   int threads() const { return threads_; }
@@ -54,11 +90,24 @@ class EigenPolicy {
     std::copy_n(buffer.as<float>(), host.size(), host.begin());
   }
 
-  void gemm(GemmArgs const& args) const { eigen_ops::gemm(args, threads_); }
-  void layer_norm(LayerNormArgs const& args) const { eigen_ops::layer_norm(args, threads_); }
-  void embedding(EmbeddingArgs const& args) const { eigen_ops::embedding(args, threads_); }
-  void conv1d(Conv1dArgs const& args) const { eigen_ops::conv1d(args, threads_); }
+  void gemm(GemmArgs const& args) const {
+    eigen_detail::OmpThreadsScope const scope(threads_);
+    eigen_ops::gemm(args, threads_);
+  }
+  void layer_norm(LayerNormArgs const& args) const {
+    eigen_detail::OmpThreadsScope const scope(threads_);
+    eigen_ops::layer_norm(args, threads_);
+  }
+  void embedding(EmbeddingArgs const& args) const {
+    eigen_detail::OmpThreadsScope const scope(threads_);
+    eigen_ops::embedding(args, threads_);
+  }
+  void conv1d(Conv1dArgs const& args) const {
+    eigen_detail::OmpThreadsScope const scope(threads_);
+    eigen_ops::conv1d(args, threads_);
+  }
   void disentangled_attention(AttentionArgs const& args) const {
+    eigen_detail::OmpThreadsScope const scope(threads_);
     if (args.impl == AttentionImpl::kEager) {
       eigen_ops::attention_eager(args, threads_);
     } else {
@@ -66,6 +115,40 @@ class EigenPolicy {
     }
   }
   void fence() const {}  // every operation is synchronous
+
+  std::optional<std::int64_t> available_memory_bytes() const { return host_available_memory_bytes(); }
+
+  // What attention_eager / attention_flash allocate for themselves, from their buffers (ops/): eager holds,
+  // per sequence, the (L, L) slot index and, in each of min(threads, heads) workers, one head's (L, L) scores,
+  // k / scale and the (L, 2k) c2p and p2c products; flash holds per thread its tile workspace, the (L, 2k)
+  // p2c table of a head and the packed K and V panels.
+  std::int64_t attention_workspace_bytes(AttentionShape const& s) const {
+    using Tile = eigen_ops::HostFlashTile;
+    double const f = sizeof(float);
+    double const length = static_cast<double>(s.max_seqlen);
+    double const d = static_cast<double>(s.head_size);
+    bool const relative = s.relative_rows > 0;
+    double const slots = relative ? static_cast<double>(s.relative_rows) : 1.0;
+    double bytes = 0.0;
+    if (s.impl == AttentionImpl::kEager) {
+      double const workers = static_cast<double>(std::min<std::int64_t>(threads_, s.num_heads));
+      double per_head = length * length + length * d;
+      if (s.c2p) per_head += length * slots;
+      if (s.p2c) per_head += length * slots;
+      bytes = (relative ? length * length * sizeof(std::int32_t) : 0.0) + workers * per_head * f;
+    } else {
+      double const bm = static_cast<double>(Tile::kBlockQ);
+      double const bn = static_cast<double>(Tile::kBlockK);
+      double per_thread = (2 * bm * d + bm * slots + bm * bn + 2 * bm) * f + 3 * (bm + bn + 32) * sizeof(std::int32_t);
+      if (s.p2c) per_thread += (length * slots + 2 * length) * f;
+      if (eigen_ops::detail::kHasFlashMicrokernel && s.head_size == eigen_ops::detail::kMicroHeadSize) {
+        double const panel = static_cast<double>(eigen_ops::detail::kMicroPanel);
+        per_thread += (2 * std::ceil(length / panel) * panel * d + 2 * slots * d) * f;
+      }
+      bytes = static_cast<double>(threads_) * per_thread;
+    }
+    return detail::saturated_bytes(bytes);
+  }
 
  private:
   static int resolve_threads(int requested) {
@@ -81,5 +164,6 @@ class EigenPolicy {
 };
 
 static_assert(ExecutionPolicy<EigenPolicy>);
+static_assert(ReportsAvailableMemory<EigenPolicy> && ReportsAttentionWorkspace<EigenPolicy>);
 
 }  // namespace flashdeberta

@@ -9,7 +9,10 @@
 #include <Kokkos_Core.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <optional>
 #include <span>
+#include <type_traits>
 #include <utility>
 
 #include "flashdeberta/kokkos/ops/attention_eager.hpp"
@@ -17,6 +20,7 @@
 #include "flashdeberta/kokkos/ops/dense_ops.hpp"
 #include "flashdeberta/kokkos/ops/gemm.hpp"
 #include "flashdeberta/policy/concepts.hpp"
+#include "flashdeberta/policy/host_memory.hpp"
 
 namespace flashdeberta {
 
@@ -58,6 +62,40 @@ class KokkosBuffer {
   DType dtype_ = DType::kF32;
 };
 
+namespace kokkos_detail {
+
+// Kokkos before 3.5 runs every Serial team kernel and reduction in one process-wide scratch block
+// (Impl::serial_get_thread_team_data), resized at each launch: two host threads launching at once
+// overwrite each other's scratch, or free it under each other (kokkos/kokkos#4053; 3.5 takes a lock of its
+// own around the launch). For those versions the policy takes this lock around each of its kernels.
+template <class ExecSpace>
+constexpr bool kSerializeLaunches =
+#if defined(KOKKOS_ENABLE_SERIAL) && KOKKOS_VERSION < 30500
+    std::is_same_v<ExecSpace, Kokkos::Serial>;
+#else
+    false;
+#endif
+
+inline std::mutex& serial_launch_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+// Held for the duration of one operation (Serial kernels run to completion inside the launch).
+template <class ExecSpace>
+std::unique_lock<std::mutex> launch_lock() {
+  if constexpr (kSerializeLaunches<ExecSpace>) {
+    return std::unique_lock<std::mutex>(serial_launch_mutex());
+  } else {
+    return {};
+  }
+}
+
+}  // namespace kokkos_detail
+
+// Thread safety: any number of threads may share one. On Kokkos::Serial before Kokkos 3.5 its operations
+// take one process-wide lock (kSerializeLaunches), so they run one at a time; other execution spaces
+// follow Kokkos' own rules (docs/thread-safety.md).
 template <class ExecSpace = Kokkos::DefaultExecutionSpace>
 class KokkosPolicy {
  public:
@@ -98,11 +136,24 @@ class KokkosPolicy {
     space_.fence();  // the caller reads host right after
   }
 
-  void gemm(GemmArgs const& args) const { kokkos_ops::gemm(space_, args); }
-  void layer_norm(LayerNormArgs const& args) const { kokkos_ops::layer_norm(space_, args); }
-  void embedding(EmbeddingArgs const& args) const { kokkos_ops::embedding(space_, args); }
-  void conv1d(Conv1dArgs const& args) const { kokkos_ops::conv1d(space_, args); }
+  void gemm(GemmArgs const& args) const {
+    auto const lock = kokkos_detail::launch_lock<ExecSpace>();
+    kokkos_ops::gemm(space_, args);
+  }
+  void layer_norm(LayerNormArgs const& args) const {
+    auto const lock = kokkos_detail::launch_lock<ExecSpace>();
+    kokkos_ops::layer_norm(space_, args);
+  }
+  void embedding(EmbeddingArgs const& args) const {
+    auto const lock = kokkos_detail::launch_lock<ExecSpace>();
+    kokkos_ops::embedding(space_, args);
+  }
+  void conv1d(Conv1dArgs const& args) const {
+    auto const lock = kokkos_detail::launch_lock<ExecSpace>();
+    kokkos_ops::conv1d(space_, args);
+  }
   void disentangled_attention(AttentionArgs const& args) const {
+    auto const lock = kokkos_detail::launch_lock<ExecSpace>();
     if (args.impl == AttentionImpl::kEager) {
       kokkos_ops::attention_eager(space_, args);
     } else {
@@ -110,6 +161,25 @@ class KokkosPolicy {
     }
   }
   void fence() const { space_.fence(); }
+
+  // Host memory spaces report what the host has available; Kokkos has no portable query for device memory,
+  // so device spaces report nothing (and the model does not refuse on memory grounds there).
+  std::optional<std::int64_t> available_memory_bytes() const {
+    if constexpr (std::is_same_v<memory_space, Kokkos::HostSpace>) return host_available_memory_bytes();
+    return std::nullopt;
+  }
+
+  // What attention_eager / attention_flash allocate (ops/): eager the (heads, L, L) scores of one sequence and
+  // the (T, heads, 2k) c2p and p2c products; flash the p2c products (its tiles live in team scratch).
+  std::int64_t attention_workspace_bytes(AttentionShape const& s) const {
+    double const f = sizeof(float);
+    double const heads = static_cast<double>(s.num_heads);
+    double const length = static_cast<double>(s.max_seqlen);
+    double const projected = static_cast<double>(s.total_tokens) * heads * static_cast<double>(s.relative_rows) * f;
+    double bytes = s.p2c ? projected : 0.0;
+    if (s.impl == AttentionImpl::kEager) bytes += heads * length * length * f + (s.c2p ? projected : 0.0);
+    return detail::saturated_bytes(bytes);
+  }
 
  private:
   template <class T>
@@ -133,5 +203,6 @@ class KokkosPolicy {
 };
 
 static_assert(ExecutionPolicy<KokkosPolicy<>>);
+static_assert(ReportsAvailableMemory<KokkosPolicy<>> && ReportsAttentionWorkspace<KokkosPolicy<>>);
 
 }  // namespace flashdeberta
