@@ -26,6 +26,8 @@ concept ModelHead = ExecutionPolicy<P> && requires(Head<P> const& head, HeadInpu
   { head.forward(input) } -> std::same_as<DeviceHeadOutput<P>>;
 };
 
+// Thread safety as DebertaModel: forward and forward_to_host may run on many threads at once, each with its
+// own batch and HeadRequest; set_attention only while no forward runs (docs/thread-safety.md).
 template <Variant V, ExecutionPolicy P, template <class> class Head>
 class DebertaWith {
  public:

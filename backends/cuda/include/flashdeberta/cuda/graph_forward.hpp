@@ -104,6 +104,8 @@ struct GraphEntry {
 
 }  // namespace cuda_detail
 
+// Not thread-safe: one runner per thread. Its captures need the model's stream to themselves, so runners on
+// one shared model need one mutex around every use of that model (docs/thread-safety.md).
 template <CudaModel Model>
 class CudaGraphForward {
  public:
