@@ -16,9 +16,16 @@
 
 namespace {
 
-void read_all(std::map<std::string, flashdeberta::TensorInfo, std::less<>> const& tensors) {
+// `image`: the bytes every tensor view must lie in (the input, or the synthetic storage).
+void read_all(std::map<std::string, flashdeberta::TensorInfo, std::less<>> const& tensors,
+              std::span<std::byte const> image) {
   // Reading every tensor proves the validated views stay inside the image.
   for (auto const& [name, info] : tensors) {
+    if (info.numel < 0 ||
+        info.bytes.size() != static_cast<std::size_t>(info.numel) * flashdeberta::dtype_size(info.dtype) ||
+        (!info.bytes.empty() &&
+         (info.bytes.data() < image.data() || info.bytes.data() + info.bytes.size() > image.data() + image.size())))
+      __builtin_trap();
     std::vector<float> values;
     if (flashdeberta::is_floating(info.dtype)) {
       values = flashdeberta::detail::tensor_to_f32(info, "fuzz");
@@ -36,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
   auto const bytes = std::as_bytes(std::span(data + 1, size - 1));
   try {
     if (data[0] % 2 == 0) {
-      read_all(flashdeberta::TorchFile::parse(bytes, "fuzz").tensors());
+      read_all(flashdeberta::TorchFile::parse(bytes, "fuzz").tensors(), bytes);
     } else {
       static std::vector<std::byte> const kStorage(4096, std::byte{0x3c});
       std::size_t pos = 0;
@@ -49,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
                                  "fuzz: storage of " << ref.numel << " elements");
             return std::span<std::byte const>(kStorage).first(static_cast<std::size_t>(ref.numel) * elem);
           });
-      read_all(tensors);
+      read_all(tensors, kStorage);
     }
   } catch (flashdeberta::Error const&) {
   }
