@@ -5,7 +5,19 @@ option(FLASHDEBERTA_WITH_OPENMP "Use OpenMP threads in the Eigen backend" ON)
 option(FLASHDEBERTA_BUILD_TESTS "Build the doctest suites" ${PROJECT_IS_TOP_LEVEL})
 option(FLASHDEBERTA_BUILD_BENCH "Build the Google Benchmark suites" ${PROJECT_IS_TOP_LEVEL})
 option(FLASHDEBERTA_BUILD_EXAMPLES "Build the CLI and the examples" ${PROJECT_IS_TOP_LEVEL})
-option(FLASHDEBERTA_SANITIZE "Build tests with AddressSanitizer and UBSan" OFF)
+option(FLASHDEBERTA_SANITIZE "Build the tests, the CLI and the examples with AddressSanitizer and UBSan" OFF)
+if(FLASHDEBERTA_SANITIZE)
+  # For every C++ target of this build (not the package's exported targets): the CLI and example tests run
+  # the programs themselves, so those need the checks as much as the test executables. C++ only: nvcc
+  # does not take these flags (tests/cuda is left out of such builds). Fuzz targets add -fsanitize=fuzzer
+  # to the same set of sanitizers, so the two combine in one build (tests/fuzz/CMakeLists.txt).
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address;-fsanitize=undefined;-fno-sanitize-recover=all;-fno-omit-frame-pointer>")
+  add_link_options("$<$<LINK_LANGUAGE:CXX>:-fsanitize=address;-fsanitize=undefined>")
+endif()
+option(FLASHDEBERTA_TSAN "Build tests/concurrency with ThreadSanitizer (tests/concurrency/run_tsan.sh)" OFF)
+if(FLASHDEBERTA_TSAN AND FLASHDEBERTA_SANITIZE)
+  message(FATAL_ERROR "FLASHDEBERTA_TSAN and FLASHDEBERTA_SANITIZE cannot be combined: TSan excludes ASan")
+endif()
 
 # CUDA backend: on by default when a CUDA compiler is found (nvcc on PATH, CUDACXX, or the toolkit's default
 # /usr/local/cuda), off otherwise, so machines without the toolkit configure unchanged.

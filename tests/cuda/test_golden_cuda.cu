@@ -36,8 +36,11 @@ double low_precision_error(fd::DType dtype, std::filesystem::path const& dir, fd
 TEST_CASE("cuda: HF fixtures through CudaPolicy in fp32") { fd::testing::run_golden_suite(fd::CudaPolicy{}); }
 
 TEST_CASE("cuda: HF fixtures through CudaPolicy in bf16 and fp16") {
-  // A loose bound: bf16 keeps 8 significant bits; the figure to compare is HF's own bf16 error.
-  constexpr double kBound = 5e-2;
+  // About twice the worst error over the fixtures, measured on an H200 (the same figures as in
+  // docs/cuda-notes.md, pass 3): bf16 7.05e-3 (v3_mask_hole; v3_base_like 5.98e-3), fp16 9.11e-4
+  // (v1_no_relative; v3_mask_hole 8.66e-4, v3_base_like 7.80e-4). HF's own eager error in the same precision
+  // is 7.0e-3..8.3e-3 (bf16) and 8.9e-4..1.0e-3 (fp16) on the v2/v3 fixtures.
+  auto const bound = [](fd::DType dtype) { return dtype == fd::DType::kBF16 ? 1.5e-2 : 2.0e-3; };
   for (auto const& dir : fd::testing::fixture_directories()) {
     fd::ModelConfig const config = fd::load_model_config(dir);
     if (config.talking_head) continue;
@@ -53,7 +56,7 @@ TEST_CASE("cuda: HF fixtures through CudaPolicy in bf16 and fp16") {
       }
       MESSAGE("fixture " << dir.filename().string() << " " << fd::dtype_name(dtype)
                          << ": relative error of last_hidden_state " << err);
-      CHECK(err <= kBound);
+      CHECK(err <= bound(dtype));
     }
   }
 }

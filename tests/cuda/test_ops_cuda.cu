@@ -62,8 +62,13 @@ void compare(Case const& c, Tolerance tolerance) {
   }
 }
 
-constexpr Tolerance kDense{5e-6, 2e-2, 4e-3};
-constexpr Tolerance kAttention{5e-6, 5e-2, 1e-2};
+// bf16 / fp16 at about twice the worst error / max(1, max |reference|) measured on an H200 over 8 seeds (11,
+// 22, ..., 88; every case of each test), in the comments as bf16 / fp16; fp32 keeps its summation-order bound.
+constexpr Tolerance kGemm{5e-6, 1.5e-2, 2.5e-3};       // 7.25e-3 (271x192x64) / 1.15e-3 (571x3072x768)
+constexpr Tolerance kLayerNorm{5e-6, 1.5e-2, 1.8e-3};  // 7.10e-3 / 8.66e-4
+constexpr Tolerance kEmbedding{5e-6, 8e-3, 1.1e-3};    // 3.96e-3 / 5.17e-4 (word + position + token type)
+constexpr Tolerance kConv{5e-6, 2e-2, 2.8e-3};         // 1.08e-2 / 1.37e-3 (C 64, kernel 3, groups 1)
+constexpr Tolerance kAttention{5e-6, 1.1e-2, 1.7e-3};  // 5.26e-3 / 8.26e-4 (eager and flash, all regimes)
 
 }  // namespace
 
@@ -102,26 +107,26 @@ TEST_CASE("cuda vs eigen: gemm with bias and activation epilogue") {
                         fd::cuda_tests::GemmCase(271, 192, 64, true, fd::Activation::kRelu, 1.0f, seed + 30),
                         fd::cuda_tests::GemmCase(64, 64, 768, false, fd::Activation::kGeluTanh, 1.0f, seed + 40),
                         fd::cuda_tests::GemmCase(571, 3072, 768, true, fd::Activation::kGelu, 1.0f, seed + 50)}) {
-    compare(c, kDense);
+    compare(c, kGemm);
   }
 }
 
 TEST_CASE("cuda vs eigen: layer_norm with and without residual") {
   std::uint32_t seed = test_seed();
   for (std::int64_t cols : {96, 768, 1536}) {
-    for (bool residual : {false, true}) compare(fd::cuda_tests::LayerNormCase(571, cols, residual, seed++), kDense);
+    for (bool residual : {false, true}) compare(fd::cuda_tests::LayerNormCase(571, cols, residual, seed++), kLayerNorm);
   }
 }
 
 TEST_CASE("cuda vs eigen: embedding gather") {
-  for (bool with_tables : {false, true}) compare(fd::cuda_tests::EmbeddingCase(with_tables, test_seed()), kDense);
+  for (bool with_tables : {false, true}) compare(fd::cuda_tests::EmbeddingCase(with_tables, test_seed()), kEmbedding);
 }
 
 TEST_CASE("cuda vs eigen: conv1d over packed sequences with holes") {
   std::uint32_t const seed = test_seed();
-  compare(fd::cuda_tests::ConvCase(64, 3, 1, fd::Activation::kTanh, seed), kDense);
-  compare(fd::cuda_tests::ConvCase(64, 3, 2, fd::Activation::kGelu, seed + 10), kDense);
-  compare(fd::cuda_tests::ConvCase(48, 5, 4, fd::Activation::kIdentity, seed + 20), kDense);
+  compare(fd::cuda_tests::ConvCase(64, 3, 1, fd::Activation::kTanh, seed), kConv);
+  compare(fd::cuda_tests::ConvCase(64, 3, 2, fd::Activation::kGelu, seed + 10), kConv);
+  compare(fd::cuda_tests::ConvCase(48, 5, 4, fd::Activation::kIdentity, seed + 20), kConv);
 }
 
 TEST_CASE("cuda vs eigen: disentangled attention, eager and flash") {

@@ -168,7 +168,11 @@ TEST_CASE("activations by name") {
       {"mish", Activation::kMish},
       {"linear", Activation::kIdentity},
   };
-  for (auto const& [name, act] : table) {
+  for (auto const& entry : table) {
+    // Named copies, not a structured binding: CAPTURE and CHECK expand to lambdas, and clang before 16
+    // cannot capture structured bindings.
+    char const* const name = entry.first;
+    Activation const act = entry.second;
     CAPTURE(name);
     std::string const quoted = std::string("\"") + name + "\"";
     ModelConfig const c =
@@ -279,4 +283,30 @@ TEST_CASE("load_model_config reads a directory or the file") {
   flashdeberta::test::write_file(dir / "bad.json", R"({"model_type": "deberta", "vocab_size": 0})");
   std::string const bad = error_message([&] { flashdeberta::load_model_config(dir / "bad.json"); });
   CHECK(bad.find((dir / "bad.json").string() + ": key 'vocab_size' is 0") == 0);
+}
+
+TEST_CASE("config.json: a NUL byte or anything but whitespace after the object is refused") {
+  using namespace std::string_literals;
+  // Before, nlohmann stopped at the NUL: the bad hidden_size after it was never read.
+  std::string const hidden = v1() + "\0, \"hidden_size\": -1}"s;
+  CHECK(error_message([&] { parse(hidden); }) ==
+        "cfg.json: config has a NUL byte at offset " + std::to_string(v1().size()) +
+            "; JSON text cannot contain one (the file is truncated, padded or not JSON)");
+  check_rejected(v1() + "\0garbage"s, "config has a NUL byte at offset 25");
+  check_rejected(v1() + " garbage", "config is not valid JSON");
+  check_rejected(v1() + " {}", "expected end of input");
+  check_rejected("\xEF\xBB\xBF" + v1(), "config starts with a UTF-8 byte order mark");
+  CHECK(parse(v1() + "\n").model_type == ModelType::kDeberta);  // a final newline is whitespace
+
+  // The same through the file reader, which hands the whole file to the parser.
+  flashdeberta::test::TempDir dir;
+  flashdeberta::test::write_file(dir / "config.json", v1() + "\0garbage"s);
+  CHECK(error_message([&] { flashdeberta::load_model_config(dir.path()); }) ==
+        (dir / "config.json").string() +
+            ": config has a NUL byte at offset 25; JSON text cannot contain one (the file is truncated, padded or not "
+            "JSON)");
+  flashdeberta::test::write_file(dir / "config.json", v1() + "garbage");
+  CHECK(error_message([&] {
+          flashdeberta::load_model_config(dir.path());
+        }).rfind((dir / "config.json").string() + ": config is not valid JSON (", 0) == 0);
 }

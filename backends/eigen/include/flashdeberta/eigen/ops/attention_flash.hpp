@@ -258,8 +258,9 @@ inline void attention_flash(AttentionArgs const& a, int threads) {
   {
     detail::FlashWorkspace workspace(d, slots);
     for (std::int64_t b = 0; b < a.sequences.batch; ++b) {
-      auto const [first, last] = sequence(b);
-      std::int64_t const length = last - first;
+      // Not a structured binding: the omp for below captures it, which clang before 16 refuses.
+      std::int64_t const first = sequence(b).first;
+      std::int64_t const length = sequence(b).second - first;
       std::int64_t const blocks = (length + Tile::kBlockQ - 1) / Tile::kBlockQ;
       for (std::int64_t h = 0; h < a.num_heads && length > 0; ++h) {
         HeadViews view = head_views(a, first, length, h);
