@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The CUDA checks in one device call: op tests, golden suite (fp32, bf16, fp16), forward timings, HF's
-# own bf16/fp16 error on the fixtures, then compute-sanitizer memcheck over both test binaries.
+# own bf16/fp16 error on the fixtures, then compute-sanitizer memcheck over both test binaries; the
+# sanitize step runs all four compute-sanitizer tools over every GPU test binary.
 # Binaries come prebuilt in a bundle made on the build machine (../shared/tools/device-bundle):
 #   tests/cuda/run_on_device.sh BUNDLE [STEP...]
 #   STEP: ops golden time hf memcheck (the default set), cli (test_cli with the bundled flashdeberta),
 #         bench (bench_gpu, then bench/compare_gpu.py: torch SDPA and HF eager in the same call),
-#         graph (test_graph_cuda: CudaGraphForward against the plain forward, then under memcheck)
+#         graph (test_graph_cuda: CudaGraphForward against the plain forward, then under memcheck),
+#         concurrency (test_concurrency_cuda: 8 host threads sharing the weights),
+#         sanitize (memcheck, racecheck, initcheck, synccheck over every GPU test binary, run side by side)
 # Logs go to $OUT (the device tool's output folder) or /tmp/cuda_logs; a summary is printed.
 set -uo pipefail
 bundle=$(cd "${1:?bundle directory}" && pwd)
@@ -60,6 +63,28 @@ for s in $steps; do
       step graph 300 "$bundle/bin/test_graph_cuda"
       step memcheck_graph 420 "$sanitizer" --tool memcheck --error-exitcode 9 "$bundle/bin/test_graph_cuda"
       grep -h "ERROR SUMMARY" "$out/memcheck_graph.log"
+      ;;
+    concurrency) step concurrency 300 "$bundle/bin/test_concurrency_cuda" ;;
+    sanitize)
+      # The tools and binaries run side by side on the one GPU (each process gets its own context); the
+      # slow ones (racecheck tracks every shared-memory access) get the longest limit.
+      start=$SECONDS
+      for bin in test_ops_cuda test_golden_cuda test_heads_cuda test_graph_cuda test_concurrency_cuda; do
+        [ -x "$bundle/bin/$bin" ] || continue
+        for tool in memcheck racecheck initcheck synccheck; do
+          extra=()
+          [ "$tool" = initcheck ] && extra=(--track-unused-memory no)
+          timeout "${FLASHDEBERTA_SANITIZE_SECONDS:-500}" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 9 \
+            "$bundle/bin/$bin" >"$out/${tool}_${bin#test_}.log" 2>&1 &
+        done
+      done
+      wait
+      echo "== sanitize: $((SECONDS - start)) s"
+      for f in "$out"/{memcheck,racecheck,initcheck,synccheck}_*.log; do
+        [ -e "$f" ] || continue
+        printf '%-34s %s | %s\n' "$(basename "$f" .log)" "$(grep -h -m1 'ERROR SUMMARY\|RACECHECK SUMMARY' "$f" || echo 'no summary (timed out?)')" \
+          "$(grep -h -m1 -o '\[doctest\] test cases:.*' "$f")"
+      done
       ;;
     memcheck)
       step memcheck_ops 300 "$sanitizer" --tool memcheck --error-exitcode 9 "$bundle/bin/test_ops_cuda"
