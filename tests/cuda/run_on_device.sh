@@ -69,12 +69,10 @@ for s in $steps; do
       # The tools and binaries run side by side on the one GPU (each process gets its own context); the
       # slow ones (racecheck tracks every shared-memory access) get the longest limit.
       start=$SECONDS
-      for bin in test_ops_cuda test_golden_cuda test_heads_cuda test_graph_cuda test_concurrency_cuda; do
+      for bin in ${FLASHDEBERTA_SANITIZE_BINARIES:-test_ops_cuda test_golden_cuda test_heads_cuda test_graph_cuda test_concurrency_cuda}; do
         [ -x "$bundle/bin/$bin" ] || continue
-        for tool in memcheck racecheck initcheck synccheck; do
-          extra=()
-          [ "$tool" = initcheck ] && extra=(--track-unused-memory no)
-          timeout "${FLASHDEBERTA_SANITIZE_SECONDS:-500}" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 9 \
+        for tool in ${FLASHDEBERTA_SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
+          timeout "${FLASHDEBERTA_SANITIZE_SECONDS:-500}" "$sanitizer" --tool "$tool" --error-exitcode 9 \
             "$bundle/bin/$bin" >"$out/${tool}_${bin#test_}.log" 2>&1 &
         done
       done
