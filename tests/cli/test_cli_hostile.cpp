@@ -3,6 +3,7 @@
 // seconds and a few hundred MB, and no output file. docs/errors.md lists these cases by name.
 #include <doctest/doctest.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -64,7 +65,12 @@ Measured run_measured(std::vector<std::string> const& args, std::string const* i
   m.result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   m.result.out = fd::testing::read_text(capture / "stdout");
   m.result.err = fd::testing::read_text(capture / "stderr");
-  std::ifstream(capture / "rss") >> m.max_rss_kb;
+  // GNU time writes "Command exited with non-zero status N" before the figure when the program fails.
+  std::ifstream rss(capture / "rss");
+  for (std::string line; std::getline(rss, line);) {
+    if (!line.empty() && std::isdigit(static_cast<unsigned char>(line[0]))) m.max_rss_kb = std::stol(line);
+  }
+  CHECK(m.max_rss_kb > 0);
   return m;
 }
 
