@@ -204,7 +204,7 @@ TEST_CASE("hostile safetensors: the data section must be covered from 0 to the e
   }
 }
 
-TEST_CASE("hostile JSON: a NUL byte ends nothing; the rest of the file is read and refused") {
+TEST_CASE("hostile JSON: a NUL byte ends nothing, the rest of the file is read and refused") {
   ScratchDir const dir;
   std::string const weights = read_bytes(fixture("v3_c2p") / "model.safetensors");
   std::string const config = read_bytes(fixture("v3_c2p") / "config.json");

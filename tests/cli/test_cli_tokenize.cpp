@@ -81,7 +81,7 @@ TEST_CASE("tokenize: texts from stdin, one per line, with --pair and truncation"
   CHECK(lines[0]["token_type_ids"].back() == 1);
 }
 
-TEST_CASE("tokenize: texts after -- may start with a dash; --max-length alone truncates longest_first") {
+TEST_CASE("tokenize: texts after -- may start with a dash, and --max-length alone truncates longest_first") {
   auto const dir = tokenizer_dir("bpe");
   CliResult const r = run_cli({"tokenize", "--model", dir, "--max-length", "3", "--", "-x y z"});
   CAPTURE(r.err);

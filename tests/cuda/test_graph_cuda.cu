@@ -142,7 +142,7 @@ TEST_CASE("cuda graphs: one graph per structure, token types and attention imple
   CHECK(graphs.stats().replays == 6);
 }
 
-TEST_CASE("cuda graphs: at most max_graphs, least recently used dropped first; clear drops all") {
+TEST_CASE("cuda graphs: at most max_graphs, least recently used dropped first, and clear drops all") {
   fd::CudaPolicy const policy;
   auto const model = fd::DebertaV3<fd::CudaPolicy>::load(policy, fixture("v3_base_like"));
   auto const vocab = static_cast<std::int32_t>(model.config().vocab_size);

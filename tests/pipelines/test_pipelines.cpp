@@ -54,7 +54,7 @@ TEST_CASE("softmax, sigmoid and top_k") {
   CHECK(fp::sigmoid(std::vector<float>{0.0f})[0] == doctest::Approx(0.5));
 }
 
-TEST_CASE("text classification: all labels, highest first; sigmoid for multi-label or one label") {
+TEST_CASE("text classification: all labels, highest first, with sigmoid for multi-label or one label") {
   std::vector<std::string> const labels = {"negative", "neutral", "positive"};
   std::vector<float> const logits = {0.5f, -1.0f, 2.0f};
   auto const soft = fp::classify(logits, labels, fp::classification_function("", 3));

@@ -137,7 +137,7 @@ TEST_CASE("the tensors tile the data section from byte 0 to the end of the file"
         }).rfind((dir / "t.safetensors").string() + ": the data section is 17 bytes", 0) == 0);
 }
 
-TEST_CASE("__metadata__: null means none, as in the reference; values must be strings") {
+TEST_CASE("__metadata__: null means none, as in the reference, and values must be strings") {
   CHECK(parse(safetensors_image(R"({"__metadata__": null})", 0)).metadata().empty());
   CHECK(parse(safetensors_image(R"({"__metadata__": {"format": "pt"}})", 0)).metadata().at("format") == "pt");
   CHECK(parse_error(safetensors_image(R"({"__metadata__": {"format": null}})", 0)) ==
