@@ -140,7 +140,8 @@ std::string input_with_ids(std::size_t tokens) {
   return text + "]]}";
 }
 
-fd::testing::CliResult run_model(ScratchDir const& dir, fs::path const& model, std::vector<std::string> extra = {}) {
+// `flashdeberta run` of `model` on dir/input.json (the v3_c2p fixture's rows unless the case wrote its own).
+std::vector<std::string> run_args(ScratchDir const& dir, fs::path const& model, std::vector<std::string> const& extra) {
   if (!fs::exists(dir / "input.json")) dir.write("input.json", fd::testing::input_json_from_fixture(fixture("v3_c2p")));
   std::vector<std::string> args = {"run",
                                    "--model",
@@ -150,20 +151,15 @@ fd::testing::CliResult run_model(ScratchDir const& dir, fs::path const& model, s
                                    "--output",
                                    (dir / "out.safetensors").string()};
   args.insert(args.end(), extra.begin(), extra.end());
-  return fd::testing::run_cli(args);
+  return args;
+}
+
+fd::testing::CliResult run_model(ScratchDir const& dir, fs::path const& model, std::vector<std::string> extra = {}) {
+  return fd::testing::run_cli(run_args(dir, model, extra));
 }
 
 Measured run_model_measured(ScratchDir const& dir, fs::path const& model, std::vector<std::string> extra = {}) {
-  if (!fs::exists(dir / "input.json")) dir.write("input.json", fd::testing::input_json_from_fixture(fixture("v3_c2p")));
-  std::vector<std::string> args = {"run",
-                                   "--model",
-                                   model.string(),
-                                   "--input",
-                                   (dir / "input.json").string(),
-                                   "--output",
-                                   (dir / "out.safetensors").string()};
-  args.insert(args.end(), extra.begin(), extra.end());
-  Measured m = run_measured(args);
+  Measured m = run_measured(run_args(dir, model, extra));
   CHECK(!fs::exists(dir / "out.safetensors"));
   return m;
 }
