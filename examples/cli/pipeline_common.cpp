@@ -81,30 +81,6 @@ std::string read_problem_type(std::filesystem::path const& config_path) {
   return it != root.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-// std::getline that stops at `limit` bytes: a longer line is refused (as text `index`) before the rest of it
-// is read, so a huge input without newlines cannot fill memory. False at the end of the input.
-bool read_bounded_line(std::istream& in, std::string& line, std::size_t limit, std::size_t index,
-                       std::int64_t max_tokens) {
-  line.clear();
-  std::streambuf* const buffer = in.rdbuf();
-  bool any = false;
-  for (;;) {
-    int const c = buffer->sbumpc();
-    if (c == std::char_traits<char>::eof()) {
-      in.setstate(std::ios::eofbit);
-      return any;
-    }
-    any = true;
-    if (c == '\n') return true;
-    if (line.size() == limit) {
-      fail_text(index, "the line holds more than " + std::to_string(limit) + " bytes (" +
-                           std::to_string(kMaxTextBytesPerToken) + " per token of --max-tokens " +
-                           std::to_string(max_tokens) + "); it is refused before tokenizing (raise --max-tokens)");
-    }
-    line.push_back(static_cast<char>(c));
-  }
-}
-
 std::string head_description(HeadKind kind) {
   switch (kind) {
     case HeadKind::kMaskedLM:
@@ -246,14 +222,15 @@ tokenizer::Encoding Pipeline::encode(std::string const& text, std::size_t index,
                          " (" + std::to_string(kMaxTextBytesPerToken) + " per token) of --max-tokens " +
                          std::to_string(max_tokens_) + "; it is refused before tokenizing (raise --max-tokens)");
   }
+  // Tokenizing stops once the text is sure to hold more than --max-tokens, whatever its length.
+  tokenizer::EncodeOptions options;
+  options.token_limit = static_cast<std::size_t>(max_tokens_);
   tokenizer::Encoding e;
   try {
-    e = pair != nullptr ? tokenizer_->encode(text, *pair) : tokenizer_->encode(text);
-  } catch (Error const& error) {
-    fail_text(index, error.what());
-  }
-  try {
-    require_max_tokens(static_cast<std::int64_t>(e.size()), max_tokens_, "the text");
+    e = pair != nullptr ? tokenizer_->encode(text, *pair, options) : tokenizer_->encode(text, options);
+  } catch (tokenizer::TokenLimitError const&) {
+    fail_text(index, "the text holds more than " + std::to_string(max_tokens_) + " tokens, more than --max-tokens " +
+                         std::to_string(max_tokens_) + " (tokenizing stopped there; raise --max-tokens)");
   } catch (Error const& error) {
     fail_text(index, error.what());
   }
@@ -351,6 +328,28 @@ void for_each_batch(PipelineOptions const& options,
   }
   flush();
   progress.advance(0, true);
+}
+
+bool read_bounded_line(std::istream& in, std::string& line, std::size_t limit, std::size_t index,
+                       std::int64_t max_tokens) {
+  line.clear();
+  std::streambuf* const buffer = in.rdbuf();
+  bool any = false;
+  for (;;) {
+    int const c = buffer->sbumpc();
+    if (c == std::char_traits<char>::eof()) {
+      in.setstate(std::ios::eofbit);
+      return any;
+    }
+    any = true;
+    if (c == '\n') return true;
+    if (line.size() == limit) {
+      fail_text(index, "the line holds more than " + std::to_string(limit) + " bytes (" +
+                           std::to_string(kMaxTextBytesPerToken) + " per token of --max-tokens " +
+                           std::to_string(max_tokens) + "); it is refused before tokenizing (raise --max-tokens)");
+    }
+    line.push_back(static_cast<char>(c));
+  }
 }
 
 void fail_text(std::size_t index, std::string const& message) {

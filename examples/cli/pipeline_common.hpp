@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <istream>
 #include <memory>
 #include <optional>
 #include <span>
@@ -100,6 +101,12 @@ std::vector<std::vector<float>> rows_by_sequence(HostHeadTensor const& t, std::s
 // max_text_bytes(--max-tokens) is refused before the rest of it is read.
 void for_each_batch(PipelineOptions const& options,
                     std::function<void(std::vector<std::string> const& texts, std::size_t first)> const& run);
+
+// std::getline that stops at `limit` bytes: a longer line is refused (as text `index`, naming --max-tokens
+// max_tokens) before the rest of it is read, so a huge input without newlines cannot fill memory. False at
+// the end of the input.
+bool read_bounded_line(std::istream& in, std::string& line, std::size_t limit, std::size_t index,
+                       std::int64_t max_tokens);
 
 // "text 3: <message>" for an error while handling text number `index`.
 [[noreturn]] void fail_text(std::size_t index, std::string const& message);

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdint>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -15,6 +16,7 @@
 #include "commands.hpp"
 #include "flashdeberta/core/error.hpp"
 #include "flashdeberta/tokenizer/tokenizer.hpp"
+#include "pipeline_common.hpp"
 
 namespace flashdeberta::cli {
 
@@ -25,6 +27,7 @@ struct TokenizeOptions {
   std::optional<std::string> pair;
   std::optional<std::size_t> max_length;
   std::optional<tokenizer::Truncation> truncation;
+  std::int64_t max_tokens = kDefaultMaxTokens;
   std::vector<std::string> texts;
 };
 
@@ -52,7 +55,7 @@ std::optional<TokenizeOptions> parse_tokenize_options(std::span<char const* cons
     if (!arg.starts_with("--")) tokenize_usage_fail("unknown option '" + std::string(arg) + "'");
     std::size_t const eq = arg.find('=');
     std::string const name(arg.substr(2, eq == std::string_view::npos ? std::string_view::npos : eq - 2));
-    if (name != "model" && name != "pair" && name != "max-length" && name != "truncation") {
+    if (name != "model" && name != "pair" && name != "max-length" && name != "truncation" && name != "max-tokens") {
       tokenize_usage_fail("unknown option '--" + name + "' for 'tokenize'");
     }
     for (auto const& s : seen) {
@@ -80,6 +83,14 @@ std::optional<TokenizeOptions> parse_tokenize_options(std::span<char const* cons
         tokenize_usage_fail("--max-length '" + value + "' is not an integer in [0, 2147483648]");
       }
       o.max_length = static_cast<std::size_t>(n);
+    } else if (name == "max-tokens") {
+      std::int64_t n = 0;
+      auto const [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc() || end != value.data() + value.size() || n < 1 ||
+          n > std::numeric_limits<std::int32_t>::max()) {
+        tokenize_usage_fail("--max-tokens '" + value + "' is not an integer in [1, 2147483647]");
+      }
+      o.max_tokens = n;
     } else {
       if (value != "longest_first" && value != "only_first" && value != "only_second") {
         tokenize_usage_fail("unknown truncation '" + value + "' (expected longest_first, only_first or only_second)");
@@ -108,7 +119,8 @@ nlohmann::ordered_json to_json(tokenizer::Encoding const& e) {
 
 std::string tokenize_help() {
   return "usage: flashdeberta tokenize --model DIR [--pair TEXT] [--max-length N]\n"
-         "                             [--truncation longest_first|only_first|only_second] [TEXT...]\n"
+         "                             [--truncation longest_first|only_first|only_second]\n"
+         "                             [--max-tokens N] [TEXT...]\n"
          "\n"
          "Tokenizes each TEXT (or, without TEXT, each line of stdin) with the checkpoint's tokenizer and\n"
          "prints one JSON object per line: input_ids, token_type_ids, attention_mask, offsets ([start, end]\n"
@@ -121,6 +133,9 @@ std::string tokenize_help() {
          "  --max-length N       truncate to N tokens, special tokens included (longest_first by default)\n"
          "  --truncation S       longest_first, only_first or only_second; a truncation HF refuses (the\n"
          "                       chosen sequence is too short) is an error\n"
+         "  --max-tokens N       refuse a text (with its pair) of more than N tokens before truncation,\n"
+         "                       special tokens included (default 65536); a text or line of more than\n"
+         "                       64 x N bytes is refused before it is tokenized (or read whole)\n"
          "  --                   every later argument is a TEXT, even one starting with '-'\n"
          "\n"
          "Texts must be valid UTF-8. Lines read from stdin lose their line ending (\\n or \\r\\n).\n";
@@ -136,13 +151,26 @@ int tokenize_command(std::span<char const* const> args) {
   tokenizer::EncodeOptions encode_options;
   encode_options.max_length = options->max_length;
   encode_options.truncation = options->truncation.value_or(tokenizer::Truncation::kLongestFirst);
+  encode_options.token_limit = static_cast<std::size_t>(options->max_tokens);
+  std::int64_t const byte_limit = max_text_bytes(options->max_tokens);
   std::size_t count = 0;
   auto const emit = [&](std::string const& text) {
     ++count;
+    std::int64_t const bytes = static_cast<std::int64_t>(text.size() + (options->pair ? options->pair->size() : 0));
+    if (bytes > byte_limit) {
+      fail_text(count, "the text holds " + std::to_string(bytes) + " bytes, more than the " +
+                           std::to_string(byte_limit) + " (" + std::to_string(kMaxTextBytesPerToken) +
+                           " per token) of --max-tokens " + std::to_string(options->max_tokens) +
+                           "; it is refused before tokenizing (raise --max-tokens)");
+    }
     try {
       tokenizer::Encoding const e =
           options->pair ? tok.encode(text, *options->pair, encode_options) : tok.encode(text, encode_options);
       std::cout << to_json(e).dump() << '\n';
+    } catch (tokenizer::TokenLimitError const&) {
+      fail_text(count, "the text holds more than " + std::to_string(options->max_tokens) +
+                           " tokens, more than --max-tokens " + std::to_string(options->max_tokens) +
+                           " (tokenizing stopped there; raise --max-tokens)");
     } catch (Error const& error) {  // "text: invalid UTF-8 ..." -> "text 3: invalid UTF-8 ..."
       std::string message = error.what();
       if (message.starts_with("text: ")) message.erase(0, 6);
@@ -153,7 +181,8 @@ int tokenize_command(std::span<char const* const> args) {
   if (!options->texts.empty()) {
     for (auto const& text : options->texts) emit(text);
   } else {
-    for (std::string line; std::getline(std::cin, line);) {
+    auto const line_limit = static_cast<std::size_t>(byte_limit);
+    for (std::string line; read_bounded_line(std::cin, line, line_limit, count + 1, options->max_tokens);) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       emit(line);
     }

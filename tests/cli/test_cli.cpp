@@ -338,7 +338,7 @@ TEST_CASE("cli pipelines: --max-tokens refuses a long text, a long stdin line an
     std::string text;
     for (int i = 0; i < 1'000'000; ++i) text += "a ";  // 10^6 pieces "\u2581a", plus [CLS] and [SEP]
     auto const r = fd::testing::run_cli_stdin(classify, "short text\n" + text + "\n");
-    CHECK_MESSAGE(refusal_line(r).find("text 2: the text holds 1000002 tokens, more than --max-tokens 65536") !=
+    CHECK_MESSAGE(refusal_line(r).find("text 2: the text holds more than 65536 tokens, more than --max-tokens 65536") !=
                       std::string::npos,
                   r.err);
   }
@@ -374,8 +374,9 @@ TEST_CASE("cli pipelines: --max-tokens refuses a long text, a long stdin line an
     auto const r =
         run_cli({"qa", "--model", fixture("pipelines/qa").string(), "--tokenizer", fixture("tokenizers/spm").string(),
                  "--question", "a a a", "--context", "a a a a", "--max-tokens", "8"});
-    CHECK_MESSAGE(
-        refusal_line(r).find("text 1: the text holds 10 tokens, more than --max-tokens 8") != std::string::npos, r.err);
+    CHECK_MESSAGE(refusal_line(r).find("text 1: the text holds more than 8 tokens, more than --max-tokens 8") !=
+                      std::string::npos,
+                  r.err);
   }
 }
 

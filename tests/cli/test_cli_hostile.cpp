@@ -274,10 +274,41 @@ TEST_CASE("hostile tokenizer files and text") {
     check_refused(run_measured({"tokenize", "--model", tok.string(), "hello"}), {"vocab.json", "hello"});
   }
   SUBCASE("a word of 100,000 characters tokenizes in well under a second") {
-    std::string const word(100'000, 'q');
-    Measured const m = run_measured({"tokenize", "--model", tok.string()}, &word);
+    std::string const word(100'000, 'q');  // 100,000 tokens: above the default --max-tokens
+    Measured const m = run_measured({"tokenize", "--model", tok.string(), "--max-tokens", "200000"}, &word);
     CHECK_MESSAGE(m.result.status == 0, m.result.err);
     CHECK(m.seconds < (kSanitized ? 10.0 : 1.0));
     MESSAGE("100,000-character word: " << m.seconds << " s");
+  }
+  SUBCASE("a text of more tokens than --max-tokens stops being tokenized there") {
+    std::string text;
+    for (int i = 0; i < 1'000'000; ++i) text += "q ";  // 4 MB minus a little: under 64 bytes per token
+    Measured const m = run_measured({"tokenize", "--model", tok.string()}, &text);
+    check_refused(m, {"text 1", "more than 65536 tokens", "--max-tokens 65536"});
+  }
+}
+
+TEST_CASE("hostile text for SentencePiece: 10^6 characters the model lacks, 4 MB of words") {
+  fs::path const spm = fixture("tokenizers/spm");
+  if (fd::testing::run_cli({"tokenize", "--model", spm.string(), "hello"}).status != 0) {
+    MESSAGE("the CLI has no SentencePiece tokenizer; skipped");
+    return;
+  }
+  SUBCASE("one [UNK] of 10^6 characters (libsentencepiece alone: 97 s)") {
+    std::string text;
+    for (int i = 0; i < 1'000'000; ++i) text += "\xE4\xB8\x81";  // U+4E01, in no piece of the fixture
+    Measured const m = run_measured({"tokenize", "--model", spm.string()}, &text);
+    CHECK_MESSAGE(m.result.status == 0, m.result.err);
+    CHECK(m.result.out.find("\"[UNK]\"") != std::string::npos);
+    CHECK(m.seconds < (kSanitized ? 20.0 : 3.0));
+    CHECK(m.max_rss_kb < 200 * 1024);
+    MESSAGE("10^6 unknown characters: " << m.seconds << " s, " << m.max_rss_kb / 1024 << " MiB");
+  }
+  SUBCASE("4 MB of short words: refused at --max-tokens, libsentencepiece never holds it whole") {
+    std::string text;
+    for (int i = 0; i < 1'300'000; ++i) text += "ab ";
+    Measured const m = run_measured({"tokenize", "--model", spm.string()}, &text);
+    check_refused(m, {"text 1", "more than 65536 tokens"});
+    MESSAGE("4 MB of words: refused in " << m.seconds << " s, " << m.max_rss_kb / 1024 << " MiB");
   }
 }

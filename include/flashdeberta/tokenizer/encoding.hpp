@@ -93,6 +93,23 @@ struct EncodeOptions {
   std::optional<std::size_t> max_length;  // unset: no truncation, and Padding::kMaxLength is an error
   Truncation truncation = Truncation::kLongestFirst;
   Padding padding = Padding::kNone;
+  // The most tokens the encoding may hold, special tokens included, counted before truncation: a text (or
+  // pair) making more is refused with TokenLimitError, and tokenizing stops as soon as that is certain,
+  // so a long text costs work and memory in proportion to the limit, not to its length.
+  std::optional<std::size_t> token_limit;
+};
+
+// What EncodeOptions::token_limit throws.
+class TokenLimitError : public Error {
+ public:
+  explicit TokenLimitError(std::size_t limit)
+      : Error("the text holds more than " + std::to_string(limit) +
+              " tokens with its special tokens, the token limit; tokenizing stopped there"),
+        limit_(limit) {}
+  std::size_t limit() const { return limit_; }
+
+ private:
+  std::size_t limit_;
 };
 
 inline char const* truncation_name(Truncation t) {

@@ -155,10 +155,10 @@ class Gpt2BpeModel final : public TokenizerModel {
     return m;
   }
 
-  TokenList encode(DecodedText const& text, std::size_t begin, std::size_t end) const override {
+  TokenList encode(DecodedText const& text, std::size_t begin, std::size_t end, std::size_t max_tokens) const override {
     TokenList out;
     std::u32string_view const chars(text.chars);
-    for (std::size_t i = begin; i < end;) {
+    for (std::size_t i = begin; i < end && out.size() <= max_tokens;) {
       std::size_t const len = detail::gpt2_match(chars, i, end);
       encode_word(text, i, i + len, out);
       i += len;

@@ -11,10 +11,10 @@
 // the alignment); they are mapped back through lower-casing and splitting to code points of the input.
 // HF's convention is followed: a piece starting with "▁" for a space covers that one space.
 //
-// Cost: our steps are linear in the text (a 100,000-character word takes about 0.2 s in all). One case
-// is quadratic inside libsentencepiece (0.1.97 to 0.2.x) and not here: a run of characters the model
-// does not know becomes one [UNK] piece, which PopulateSentencePieceText builds by copying the growing
-// piece string once per character (100,000 such characters: about 3 s).
+// Cost: linear in the text. libsentencepiece sees stretches of at most SentencePieceOptions::chunk_chars
+// code points, cut where its result is provably the same (sentencepiece_chunks.hpp): its own memory
+// (about 230 bytes a piece) stays a few MB, and a run of unknown characters, which it merges by copying
+// the growing [UNK] piece once per character, never reaches it whole.
 #pragma once
 
 #include <sentencepiece_processor.h>
@@ -27,9 +27,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/tokenizer/sentencepiece_chunks.hpp"
 #include "flashdeberta/tokenizer/tokenizer_base.hpp"
 #include "flashdeberta/tokenizer/unicode.hpp"
 
@@ -38,6 +40,8 @@ namespace flashdeberta::tokenizer {
 struct SentencePieceOptions {
   bool do_lower_case = false;
   bool split_by_punct = false;
+  // The longest stretch (code points) libsentencepiece encodes at once; tests lower it to exercise the cuts.
+  std::size_t chunk_chars = 4096;
 };
 
 class SentencePieceModel final : public TokenizerModel {
@@ -56,10 +60,11 @@ class SentencePieceModel final : public TokenizerModel {
                                           << ": not a valid SentencePiece model (" << status.ToString() << ")");
     FLASHDEBERTA_REQUIRE(m->sp_.GetPieceSize() > 0, model_file.string() << ": the SentencePiece model has no pieces");
     m->source_ = model_file.string();
+    m->prepare_cuts(bytes);
     return m;
   }
 
-  TokenList encode(DecodedText const& text, std::size_t begin, std::size_t end) const override {
+  TokenList encode(DecodedText const& text, std::size_t begin, std::size_t end, std::size_t max_tokens) const override {
     // The text the model sees, and for each of its code points the input code point it came from.
     std::u32string work;
     std::vector<std::size_t> origin;
@@ -73,17 +78,18 @@ class SentencePieceModel final : public TokenizerModel {
     }
     TokenList out;
     if (!options_.split_by_punct) {
-      encode_range(text, work, origin, 0, work.size(), out);
+      encode_range(text, work, origin, 0, work.size(), max_tokens, out);
       return out;
     }
     std::size_t run = 0;
-    for (std::size_t i = 0; i < work.size(); ++i) {
+    for (std::size_t i = 0; i < work.size() && out.size() <= max_tokens; ++i) {
       if (!is_punctuation(work[i])) continue;
-      if (run < i) encode_split(text, work, origin, run, i, false, out);
-      encode_range(text, work, origin, i, i + 1, out);
+      if (run < i) encode_split(text, work, origin, run, i, false, max_tokens, out);
+      encode_range(text, work, origin, i, i + 1, max_tokens, out);
       run = i + 1;
     }
-    if (run < work.size()) encode_split(text, work, origin, run, work.size(), true, out);
+    if (run < work.size() && out.size() <= max_tokens)
+      encode_split(text, work, origin, run, work.size(), true, max_tokens, out);
     return out;
   }
 
@@ -127,10 +133,10 @@ class SentencePieceModel final : public TokenizerModel {
   // token of its own (covering the last whitespace character), and so does a stretch of whitespace
   // alone; SentencePiece (and transformers 4.x) dropped both.
   void encode_split(DecodedText const& text, std::u32string const& work, std::vector<std::size_t> const& origin,
-                    std::size_t first, std::size_t last, bool at_end, TokenList& out) const {
+                    std::size_t first, std::size_t last, bool at_end, std::size_t max_tokens, TokenList& out) const {
     bool const all_space = std::all_of(work.begin() + static_cast<std::ptrdiff_t>(first),
                                        work.begin() + static_cast<std::ptrdiff_t>(last), is_whitespace);
-    if (!all_space) encode_range(text, work, origin, first, last, out);
+    if (!all_space) encode_range(text, work, origin, first, last, max_tokens, out);
     if (!at_end && is_whitespace(work[last - 1])) {
       int const id = sp_.PieceToId("\xE2\x96\x81");
       auto const at = static_cast<std::int64_t>(origin[last - 1]);
@@ -138,9 +144,39 @@ class SentencePieceModel final : public TokenizerModel {
     }
   }
 
-  // Encodes work[first, last) (first < last) and appends its pieces with their input spans.
+  // Encodes work[first, last) (first < last) and appends its pieces with their input spans, stretch by
+  // stretch, stopping once `out` holds more than max_tokens tokens.
   void encode_range(DecodedText const& text, std::u32string const& work, std::vector<std::size_t> const& origin,
-                    std::size_t first, std::size_t last, TokenList& out) const {
+                    std::size_t first, std::size_t last, std::size_t max_tokens, TokenList& out) const {
+    std::size_t const chunk = std::max<std::size_t>(options_.chunk_chars, 1);
+    auto const unknown = [this](char32_t c) { return unknown_char(c); };
+    auto const cut_at = [&](std::size_t i) {
+      return detail::cut_before(work, i, word_cuts_, inside_processor_ != nullptr, unknown);
+    };
+    std::size_t start = first;
+    auto kind = detail::ChunkStart::kWordStart;
+    while (start < last && out.size() <= max_tokens) {
+      // The last cut within chunk code points of start, else the first one after, else the end.
+      std::size_t stop = last;
+      std::optional<detail::ChunkStart> next;
+      if (last - start > chunk) {
+        for (std::size_t i = start + chunk; i > start && !next; --i) {
+          if ((next = cut_at(i))) stop = i;
+        }
+        for (std::size_t i = start + chunk + 1; i < last && !next; ++i) {
+          if ((next = cut_at(i))) stop = i;
+        }
+      }
+      encode_stretch(text, work, origin, start, stop, kind, out);
+      start = stop;
+      if (next) kind = *next;
+    }
+  }
+
+  // One stretch through libsentencepiece: from a word start with the model's dummy prefix, or from inside a
+  // word (after a character no piece contains) without it, an [UNK] there joining the one before it.
+  void encode_stretch(DecodedText const& text, std::u32string const& work, std::vector<std::size_t> const& origin,
+                      std::size_t first, std::size_t last, detail::ChunkStart kind, TokenList& out) const {
     std::string utf8;
     std::vector<std::size_t> byte_to_char;  // byte offset in utf8 -> index into work
     for (std::size_t i = first; i < last; ++i) {
@@ -155,18 +191,67 @@ class SentencePieceModel final : public TokenizerModel {
     auto const end_of = [&](std::size_t byte) {
       return byte == 0 ? begin_of(0) : origin[byte_to_char[std::min(byte, utf8.size()) - 1]] + 1;
     };
-    auto const result = sp_.EncodeAsImmutableProto(utf8);
+    bool const inside = kind == detail::ChunkStart::kInsideWord;
+    auto const result = (inside ? *inside_processor_ : sp_).EncodeAsImmutableProto(utf8);
     bool first_piece = true;
     for (auto const& piece : result.pieces()) {
       std::string const& token = sp_.IdToPiece(static_cast<int>(piece.id()));  // "[UNK]", not the surface
       std::size_t b = begin_of(piece.begin());
       std::size_t e = std::max(b, end_of(piece.end()));
       hf_offsets(text, token, lo, hi, b, e);
+      auto const span = Span{static_cast<std::int64_t>(b), static_cast<std::int64_t>(e)};
+      if (first_piece && inside) {
+        // The library merges a run of [UNK] pieces into one: so does a run that a cut went through (its
+        // span from the first piece's start, trailing marks dropped as for any piece).
+        if (out.size() > 0 && sp_.IsUnknown(static_cast<int>(piece.id())) && out.ids.back() == piece.id()) {
+          auto merged_begin = static_cast<std::size_t>(out.offsets.back().begin);
+          std::size_t merged_end = std::max(merged_begin, end_of(piece.end()));
+          hf_offsets(text, token, lo, hi, merged_begin, merged_end);
+          out.offsets.back().end = static_cast<std::int64_t>(merged_end);
+        } else {
+          out.push_back(piece.id(), token, span, PreTokenPosition::kInside);
+        }
+        first_piece = false;
+        continue;
+      }
       // HF's Metaspace pre-tokenizer starts a word at each "▁" (and at the start of the stretch).
       bool const starts_word = first_piece || token.starts_with("\xE2\x96\x81");
-      out.push_back(piece.id(), token, Span{static_cast<std::int64_t>(b), static_cast<std::int64_t>(e)},
-                    starts_word ? PreTokenPosition::kFirst : PreTokenPosition::kInside);
+      out.push_back(piece.id(), token, span, starts_word ? PreTokenPosition::kFirst : PreTokenPosition::kInside);
       first_piece = false;
+    }
+  }
+
+  // Which cuts this model allows (sentencepiece_chunks.hpp), from its vocabulary and normalizer spec.
+  void prepare_cuts(std::string const& model_proto) {
+    bool inner_space = false;
+    for (int id = 0; id < sp_.GetPieceSize(); ++id) {
+      std::string const& piece = sp_.IdToPiece(id);
+      inner_space = inner_space || piece.find("\xE2\x96\x81", 1) != std::string::npos;
+      for (char32_t c : decode_utf8_lossy(piece)) piece_chars_.insert(c);
+    }
+    auto const flags = detail::normalizer_flags(model_proto);
+    word_cuts_ = flags && flags->add_dummy_prefix && flags->remove_extra_whitespaces && !inner_space;
+    auto const inside = detail::without_dummy_prefix(model_proto);
+    auto processor = std::make_unique<sentencepiece::SentencePieceProcessor>();
+    if (inside && processor->LoadFromSerializedProto(*inside).ok()) inside_processor_ = std::move(processor);
+  }
+
+  // A character no piece contains that the normalizer leaves as it is: libsentencepiece makes an [UNK] of
+  // it wherever it stands. (A character it rewrites is never taken: U+00A8 becomes a space and a mark.)
+  bool unknown_char(char32_t c) const {
+    if (piece_chars_.contains(c)) return false;
+    std::string utf8;
+    append_utf8(utf8, c);
+    auto const result = inside_processor_->EncodeAsImmutableProto(utf8);
+    return result.pieces_size() == 1 && sp_.IsUnknown(static_cast<int>(result.pieces(0).id())) &&
+           result.pieces(0).piece() == utf8;
+  }
+
+  static std::u32string decode_utf8_lossy(std::string const& bytes) {
+    try {
+      return decode_utf8(bytes, "piece").chars;
+    } catch (Error const&) {
+      return U"\uFFFD";
     }
   }
 
@@ -196,6 +281,11 @@ class SentencePieceModel final : public TokenizerModel {
   }
 
   sentencepiece::SentencePieceProcessor sp_;
+  // The same model without the dummy prefix, for stretches that start inside a word; null where the
+  // model proto could not be rewritten (then no cut is made inside words).
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> inside_processor_;
+  std::unordered_set<char32_t> piece_chars_;  // every code point of every piece
+  bool word_cuts_ = false;
   SentencePieceOptions options_;
   std::string source_;
 };

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -31,7 +32,9 @@ class TokenizerModel {
  public:
   virtual ~TokenizerModel() = default;
   // Tokens of text.chars[begin, end), a stretch without added tokens; offsets in code points of `text`.
-  virtual TokenList encode(DecodedText const& text, std::size_t begin, std::size_t end) const = 0;
+  // May stop early once it has made more than max_tokens tokens (the caller then refuses the text).
+  virtual TokenList encode(DecodedText const& text, std::size_t begin, std::size_t end,
+                           std::size_t max_tokens) const = 0;
   virtual std::optional<std::int64_t> token_to_id(std::string_view token) const = 0;
   virtual std::optional<std::string> id_to_token(std::int64_t id) const = 0;
   virtual std::size_t vocab_size() const = 0;
@@ -99,14 +102,19 @@ class Tokenizer {
 
   // One text: [CLS] tokens [SEP] (with add_special_tokens), truncated and padded as `options` say.
   Encoding encode(std::string_view text, EncodeOptions const& options = {}) const {
-    TokenList a = tokenize(text);
+    std::size_t const room = room_for_text(options, 2);
+    TokenList a = tokenize(text, "text", room);
+    if (a.size() > room) throw TokenLimitError(*options.token_limit);
     return finish(a, nullptr, options);
   }
 
   // A pair: [CLS] text [SEP] pair [SEP], token types 0 then 1.
   Encoding encode(std::string_view text, std::string_view pair, EncodeOptions const& options = {}) const {
-    TokenList a = tokenize(text);
-    TokenList b = tokenize(pair, "pair text");
+    std::size_t const room = room_for_text(options, 3);
+    TokenList a = tokenize(text, "text", room);
+    if (a.size() > room) throw TokenLimitError(*options.token_limit);
+    TokenList b = tokenize(pair, "pair text", room - a.size());
+    if (b.size() > room - a.size()) throw TokenLimitError(*options.token_limit);
     return finish(a, &b, options);
   }
 
@@ -132,17 +140,20 @@ class Tokenizer {
   }
 
   // The tokens of one text, added tokens included, without the template; offsets in code points.
-  // `what` names the text in the message of an invalid UTF-8 error.
-  TokenList tokenize(std::string_view text, std::string_view what = "text") const {
+  // `what` names the text in the message of an invalid UTF-8 error. Stops once it holds more than
+  // max_tokens tokens (so a result longer than max_tokens is incomplete).
+  TokenList tokenize(std::string_view text, std::string_view what = "text",
+                     std::size_t max_tokens = std::numeric_limits<std::size_t>::max()) const {
     DecodedText const decoded = decode_utf8(text, what);
     TokenList out;
     for (auto const& seg : detail::split_added_tokens(decoded, added_, *matcher_)) {
+      if (out.size() > max_tokens) break;
       if (seg.added >= 0) {
         auto const& tok = added_[static_cast<std::size_t>(seg.added)];
         out.push_back(tok.id, tok.content, {static_cast<std::int64_t>(seg.begin), static_cast<std::int64_t>(seg.end)},
                       PreTokenPosition::kAddedToken);
       } else {
-        out.append(model_->encode(decoded, seg.begin, seg.end));
+        out.append(model_->encode(decoded, seg.begin, seg.end, max_tokens - out.size()));
       }
     }
     return out;
@@ -191,6 +202,13 @@ class Tokenizer {
   char const* kind() const { return model_->kind(); }
 
  private:
+  // The tokens the text (and pair) may make under options.token_limit besides `specials` special tokens.
+  static std::size_t room_for_text(EncodeOptions const& options, std::size_t specials) {
+    if (!options.token_limit) return std::numeric_limits<std::size_t>::max();
+    if (!options.add_special_tokens) return *options.token_limit;
+    return *options.token_limit > specials ? *options.token_limit - specials : 0;
+  }
+
   Encoding finish(TokenList& a, TokenList* b, EncodeOptions const& options) const {
     truncate_tokens(a, b, options, specials_.hf_pair_special_tokens);
     Encoding e = build_encoding(a, b, specials_, options.add_special_tokens);
