@@ -168,13 +168,17 @@ TEST_CASE("attention workspace estimates follow what each attention allocates") 
   CHECK(EigenPolicy(2).attention_workspace_bytes(eager) ==
         static_cast<std::int64_t>(4 * l * l + 2 * 4 * (l * l + l * 16 + l * 32)));
   // A policy without the hook is assumed to hold HF's (heads, L, L) scores and the (T, heads, 2k) c2p.
-  ProfilingPolicy<EigenPolicy> const plain{EigenPolicy(1)};
-  static_assert(!ReportsAttentionWorkspace<ProfilingPolicy<EigenPolicy>>);
-  CHECK(attention_workspace_bytes(plain, eager) == static_cast<std::int64_t>(2 * l * l * 4 + l * 2 * 32 * 4));
+  CHECK(default_attention_workspace_bytes(eager) == 2 * l * l * 4 + l * 2 * 32 * 4);
   // Flash is linear in L: far below one (L, L) matrix of one head.
   AttentionShape const flash = attention_shape(config, batch, AttentionImpl::kFlash, DType::kF32);
   CHECK(EigenPolicy(2).attention_workspace_bytes(flash) < static_cast<std::int64_t>(l * 1000));
-  CHECK(attention_workspace_bytes(plain, flash) == 0);  // c2p only: no (T, heads, 2k) p2c table
+  CHECK(default_attention_workspace_bytes(flash) == 0);  // c2p only: no (T, heads, 2k) p2c table
+  // ProfilingPolicy passes the wrapped policy's hooks on.
+  ProfilingPolicy<EigenPolicy> const profiled{EigenPolicy(1)};
+  static_assert(ReportsAttentionWorkspace<ProfilingPolicy<EigenPolicy>>);
+  static_assert(ReportsAvailableMemory<ProfilingPolicy<EigenPolicy>>);
+  CHECK(attention_workspace_bytes(profiled, eager) == EigenPolicy(1).attention_workspace_bytes(eager));
+  CHECK(profiled.available_memory_bytes().has_value() == EigenPolicy(1).available_memory_bytes().has_value());
 }
 
 TEST_CASE("eager attention at L = 100000 is refused at once, naming the sizes") {
@@ -222,6 +226,29 @@ TEST_CASE("eager attention at L = 100000 is refused at once, naming the sizes") 
     CHECK(need.total < (1ll << 30));
     CHECK(need.total >= need.activations);
   }
+}
+
+TEST_CASE("a masked LM's logits count: refused when they cannot fit beside the hidden states") {
+  using Clock = std::chrono::steady_clock;
+  // mlm_v3_nonlegacy: H = E = 32, V = 100. At T = 100,000 the logits path (hidden states, gathered rows,
+  // transform, LayerNorm and logits: T x (32 + 32 + 2 x 32 + 100) floats) outgrows the backbone's own peak.
+  std::filesystem::path const dir = fixture("heads/mlm_v3_nonlegacy");
+  Batch const batch = long_sequence(100000);
+  auto const backbone = DebertaV3<EigenPolicy>::load(EigenPolicy(1), dir);
+  std::int64_t const backbone_peak = backbone.estimate_forward_memory(batch).total;
+  auto const mlm =
+      DebertaV3ForMaskedLM<EigenPolicy>::load(EigenPolicy(1), dir, {.max_forward_bytes = backbone_peak + 1});
+  Clock::time_point const start = Clock::now();
+  std::string const message = error_of([&] { mlm.forward_to_host(batch); });
+  CHECK(std::chrono::duration<double>(Clock::now() - start).count() < 0.5);
+  CHECK_MESSAGE(message.find("(head outputs: 0.073 GiB)") != std::string::npos, message);
+  CHECK_MESSAGE(
+      message.ends_with("ask the head for fewer tokens (HeadRequest::tokens) or use fewer sequences per forward"),
+      message);
+  // The masked positions only: the backbone's peak again, which fits.
+  HeadRequest request;
+  request.tokens = std::vector<std::int64_t>{0, 99999};
+  CHECK(error_of([&] { mlm.forward(batch, request); }).empty());
 }
 
 // EigenPolicy whose buffers count the bytes they hold, to measure a forward's peak against the estimate.

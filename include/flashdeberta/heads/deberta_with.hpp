@@ -7,6 +7,8 @@
 // (and GCC 12 rejects the constrained spelling in lambdas), so this keeps dispatch_head portable.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -54,8 +56,21 @@ class DebertaWith {
   P const& policy() const { return backbone_.policy(); }
   void set_attention(AttentionImpl impl) { backbone_.set_attention(impl); }
 
-  // The head's outputs in policy memory (the policy is fenced).
+  // The head's outputs in policy memory (the policy is fenced). A batch whose forward and head outputs cannot
+  // fit together is refused first, with the numbers (the masked LM's logits over a 128k vocabulary are the
+  // largest: ask for the masked tokens only, HeadRequest::tokens).
   DeviceHeadOutput<P> forward(Batch const& batch, HeadRequest const& request = {}) const {
+    if constexpr (requires { head_.output_bytes(batch, request, std::int64_t{}, DType{}); }) {
+      batch.validate(config());
+      ForwardMemory memory = backbone_.estimate_forward_memory(batch);
+      DType const dtype = policy().compute_dtype();
+      memory.head_outputs = head_.output_bytes(batch, request, config().hidden_size, dtype);
+      double const hidden = static_cast<double>(memory.tokens) * static_cast<double>(config().hidden_size) *
+                            static_cast<double>(dtype_size(dtype));
+      memory.total = std::max(memory.total, detail::saturated_bytes(static_cast<double>(memory.indices) + hidden +
+                                                                    static_cast<double>(memory.head_outputs)));
+      require_forward_fits(policy(), memory, backbone_.options().max_forward_bytes);
+    }
     HiddenStates<P> const hidden = backbone_.forward(batch);
     return head_.forward(HeadInput<P>{backbone_.policy(), batch, hidden, backbone_.word_embeddings(), request});
   }

@@ -77,6 +77,16 @@ class MaskedLMHead {
   MaskedLMLayout layout() const { return layout_; }
   bool decoder_tied() const { return !decoder_.has_value(); }
 
+  // What forward allocates in policy memory for `batch` and `request`, besides the hidden states: the
+  // gathered rows (M, H), the transform and its LayerNorm (M, E) each, and the logits (M, V), which at
+  // V = 128k dominate (512 KB per token in fp32; DebertaWith::forward checks they fit).
+  std::int64_t output_bytes(Batch const& batch, HeadRequest const& request, std::int64_t hidden_size,
+                            DType dtype) const {
+    double const m = static_cast<double>(request.tokens ? request.tokens->size() : batch.input_ids.size());
+    double const columns = static_cast<double>(hidden_size + 2 * width_ + vocab_);
+    return detail::saturated_bytes(m * columns * static_cast<double>(dtype_size(dtype)));
+  }
+
   // logits (M, V) for the requested tokens (all T by default), as HF's "logits" rows.
   DeviceHeadOutput<P> forward(HeadInput<P> const& in) const {
     P const& p = in.policy;

@@ -8,7 +8,8 @@
 //   - the activations alive around the attention op plus what that op allocates for itself: the policy says
 //     (ReportsAttentionWorkspace), else HF's eager layout is assumed (num_heads x L x L scores), and
 //   - those around the v2 conv op plus its im2col buffer.
-// Weights are not counted: they are loaded already. Head outputs are not counted either.
+// Weights are not counted: they are loaded already. A head's outputs are added by DebertaWith::forward when
+// the head reports them (the masked LM's logits).
 #pragma once
 
 #include <algorithm>
@@ -32,6 +33,7 @@ struct ForwardMemory {
   std::int64_t indices = 0;              // the batch's index arrays in policy memory
   std::int64_t activations = 0;          // the most (T, *) activations alive at once
   std::int64_t attention_workspace = 0;  // what one attention call allocates for itself (eager: the L x L scores)
+  std::int64_t head_outputs = 0;         // what the head allocates (DebertaWith), beside the hidden states
   std::int64_t total = 0;                // the peak of the whole forward
 };
 
@@ -130,17 +132,19 @@ void require_forward_fits(P const& policy, ForwardMemory const& memory, std::int
   std::optional<std::int64_t> const budget = limited_by_option ? std::optional<std::int64_t>(limit_bytes) : available;
   if (!budget || memory.total <= *budget) return;
   bool const eager = memory.attention == AttentionImpl::kEager;
-  FLASHDEBERTA_FAIL("forward of " << memory.batch << (memory.batch == 1 ? " sequence, " : " sequences, ")
-                                  << memory.tokens << " tokens, longest " << memory.longest << " needs about "
-                                  << detail::format_gib(memory.total)
-                                  << (eager ? " (eager attention: " + detail::format_gib(memory.attention_workspace) +
-                                                  " of scores per layer)"
-                                            : std::string())
-                                  << " but only " << detail::format_gib(*budget) << " are available"
-                                  << (limited_by_option ? " (ModelOptions::max_forward_bytes)"
-                                                        : std::string(" to the ") + P::name() + " policy")
-                                  << (eager ? "; use flash attention (memory linear in L) or fewer tokens"
-                                            : "; use fewer or shorter sequences per forward"));
+  FLASHDEBERTA_FAIL(
+      "forward of "
+      << memory.batch << (memory.batch == 1 ? " sequence, " : " sequences, ") << memory.tokens << " tokens, longest "
+      << memory.longest << " needs about " << detail::format_gib(memory.total)
+      << (eager ? " (eager attention: " + detail::format_gib(memory.attention_workspace) + " of scores per layer)"
+                : std::string())
+      << (memory.head_outputs > 0 ? " (head outputs: " + detail::format_gib(memory.head_outputs) + ")" : std::string())
+      << " but only " << detail::format_gib(*budget) << " are available"
+      << (limited_by_option ? " (ModelOptions::max_forward_bytes)" : std::string(" to the ") + P::name() + " policy")
+      << (eager ? "; use flash attention (memory linear in L) or fewer tokens"
+          : memory.head_outputs > memory.total / 2
+              ? "; ask the head for fewer tokens (HeadRequest::tokens) or use fewer sequences per forward"
+              : "; use fewer or shorter sequences per forward"));
 }
 
 }  // namespace flashdeberta

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -133,6 +134,20 @@ class ProfilingPolicy {
     timed(ProfiledOp::kAttention, attention_flops(args), [&] { inner_.disentangled_attention(args); });
   }
   void fence() const { inner_.fence(); }
+
+  // The wrapped policy's optional hooks, where it has them: a profiled forward is refused where the plain
+  // one is (concepts.hpp) and runs on the same tables prepared at load (CudaPolicy::prepare_relative).
+  std::optional<std::int64_t> available_memory_bytes() const requires ReportsAvailableMemory<P> {
+    return inner_.available_memory_bytes();
+  }
+  std::int64_t attention_workspace_bytes(AttentionShape const& shape) const requires ReportsAttentionWorkspace<P> {
+    return static_cast<std::int64_t>(inner_.attention_workspace_bytes(shape));
+  }
+  PreparedRelative prepare_relative(AttentionArgs const& args, Buffer& storage) const requires
+      requires(P const& p, AttentionArgs const& a, Buffer& b) {
+    p.prepare_relative(a, b);
+  }
+  { return inner_.prepare_relative(args, storage); }
 
   ProfileReport report() const {
     std::lock_guard<std::mutex> const lock(counters_->mutex);
