@@ -66,22 +66,39 @@ for s in $steps; do
       ;;
     concurrency) step concurrency 300 "$bundle/bin/test_concurrency_cuda" ;;
     sanitize)
-      # The tools and binaries run side by side on the one GPU (each process gets its own context); the
-      # slow ones (racecheck tracks every shared-memory access) get the longest limit.
+      # Runs side by side on the one GPU (each process gets its own context). A run is TOOL:BINARY or
+      # TOOL:BINARY:DOCTEST_FILTER (e.g. racecheck:test_concurrency_cuda:-tc=*shared*), so the slow pairs
+      # (racecheck tracks every shared-memory access; initcheck every global one) can be split per test case.
+      # The default: every tool over every binary, and the initcheck probe of cuBLASLt's stores.
       start=$SECONDS
-      for bin in ${FLASHDEBERTA_SANITIZE_BINARIES:-test_ops_cuda test_golden_cuda test_heads_cuda test_graph_cuda test_concurrency_cuda}; do
-        [ -x "$bundle/bin/$bin" ] || continue
-        for tool in ${FLASHDEBERTA_SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
-          timeout "${FLASHDEBERTA_SANITIZE_SECONDS:-500}" "$sanitizer" --tool "$tool" --error-exitcode 9 \
-            "$bundle/bin/$bin" >"$out/${tool}_${bin#test_}.log" 2>&1 &
+      runs=${FLASHDEBERTA_SANITIZE_RUNS:-}
+      if [ -z "$runs" ]; then
+        runs="initcheck:initcheck_gemm_probe"
+        for bin in test_ops_cuda test_golden_cuda test_heads_cuda test_graph_cuda test_concurrency_cuda; do
+          for tool in memcheck racecheck initcheck synccheck; do runs="$runs $tool:$bin"; done
         done
+      fi
+      n=0
+      for run in $runs; do
+        IFS=: read -r tool bin filter <<<"$run"
+        [ -x "$bundle/bin/$bin" ] || { echo "sanitize: $bin is not in the bundle"; continue; }
+        n=$((n + 1))
+        # Every report printed (not the first 100) without host backtraces, so the summary counts them all.
+        timeout "${FLASHDEBERTA_SANITIZE_SECONDS:-500}" "$sanitizer" --tool "$tool" --error-exitcode 9 \
+          --print-limit 1000000 --show-backtrace device "$bundle/bin/$bin" ${filter:+"$filter"} \
+          >"$out/${tool}_${bin#test_}_$n.log" 2>&1 &
       done
       wait
       echo "== sanitize: $((SECONDS - start)) s"
       for f in "$out"/{memcheck,racecheck,initcheck,synccheck}_*.log; do
         [ -e "$f" ] || continue
-        printf '%-34s %s | %s\n' "$(basename "$f" .log)" "$(grep -h -m1 'ERROR SUMMARY\|RACECHECK SUMMARY' "$f" || echo 'no summary (timed out?)')" \
+        printf '%-40s %s | %s\n' "$(basename "$f" .log)" \
+          "$(grep -h -m1 'ERROR SUMMARY\|RACECHECK SUMMARY' "$f" || echo 'no summary (timed out?)')" \
           "$(grep -h -m1 -o '\[doctest\] test cases:.*' "$f")"
+        # Reports per kernel (or host API call): which code the tool points at, and how often.
+        grep -h -A1 -E '^========= +(Uninitialized|Invalid|Race|Barrier|Host API|Malloc|Error)' "$f" |
+          sed -n 's/^=========  *at \(void \)\{0,1\}\([A-Za-z_:0-9]*\).*/\2/p; s/^=========  *\(Host API[^0-9]*\).*/\1/p' |
+          sort | uniq -c | sort -rn | head -n 8 | sed 's/^/    /'
       done
       ;;
     memcheck)

@@ -12,9 +12,11 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -102,6 +104,8 @@ struct CudaContext {
   int device = 0;
   DType dtype = DType::kF32;
   bool fuse_gelu_tanh = true;  // CudaOptions::fuse_gelu_tanh
+  // FLASHDEBERTA_INITCHECK_GEMM=1: every GEMM output rewritten in place after it (rewrite_in_place_kernel).
+  bool rewrite_gemm_outputs = false;
   cuda_kernels::DeviceLimits limits;
   std::shared_ptr<CachingAllocator> allocator;
   std::shared_ptr<CachingAllocator> pool;  // when set, allocations come from it instead (CudaPolicy::PoolScope)
@@ -111,6 +115,8 @@ struct CudaContext {
 
   explicit CudaContext(CudaOptions const& options)
       : device(options.device), dtype(options.dtype), fuse_gelu_tanh(options.fuse_gelu_tanh) {
+    char const* initcheck = std::getenv("FLASHDEBERTA_INITCHECK_GEMM");
+    rewrite_gemm_outputs = initcheck != nullptr && std::string_view(initcheck) == "1";
     FLASHDEBERTA_REQUIRE(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
                          "CudaPolicy computes in F32, BF16 or F16, not " << dtype_name(dtype));
     FLASHDEBERTA_CUDA_CHECK(cudaSetDevice(device));
@@ -303,6 +309,7 @@ class CudaPolicy {
         g.activation == Activation::kGeluTanh || (g.activation == Activation::kGelu && context_->fuse_gelu_tanh);
     if (tanh_gelu && g.out.dtype != DType::kF32) fused = Fused::kGeluTanh;
     context_->gemm->run(g, fused, stream());
+    if (context_->rewrite_gemm_outputs) cuda_kernels::rewrite_in_place(g.out, stream());
     if (fused == Fused::kNone) cuda_kernels::bias_activation(g.out, nullptr, g.activation, stream());
   }
 
@@ -350,6 +357,7 @@ class CudaPolicy {
                      .bias = c.bias == nullptr ? nullptr : static_cast<char const*>(c.bias) + g * group_width * element,
                      .out = c.out.columns(g * group_width, group_width)};
       context_->gemm->run(group, cuda_detail::CublasLtGemm::FusedActivation::kNone, stream());
+      if (context_->rewrite_gemm_outputs) cuda_kernels::rewrite_in_place(group.out, stream());
     }
     cuda_kernels::bias_activation(c.out, nullptr, c.activation, stream());
   }
