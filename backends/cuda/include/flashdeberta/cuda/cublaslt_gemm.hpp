@@ -10,6 +10,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -44,7 +45,10 @@ inline std::uint32_t pointer_alignment(void const* p) {
 
 class CublasLtGemm {
  public:
-  explicit CublasLtGemm(std::size_t workspace_bytes) : workspace_(workspace_bytes) {
+  // out_alignment_cap: the most alignment (bytes) the heuristic is told a 16-bit output has (CudaContext
+  // lowers it for compute-sanitizer's initcheck).
+  explicit CublasLtGemm(std::size_t workspace_bytes, std::uint32_t out_alignment_cap = 256)
+      : workspace_(workspace_bytes), out_alignment_cap_(out_alignment_cap) {
     FLASHDEBERTA_CUBLAS_CHECK(cublasLtCreate(&handle_));
   }
   CublasLtGemm(CublasLtGemm const&) = delete;
@@ -78,7 +82,8 @@ class CublasLtGemm {
                   static_cast<int>(epilogue),
                   pointer_alignment(g.a.data),
                   pointer_alignment(g.b.data),
-                  pointer_alignment(g.out.data),
+                  g.out.dtype == DType::kF32 ? pointer_alignment(g.out.data)
+                                             : std::min(pointer_alignment(g.out.data), out_alignment_cap_),
                   bias ? pointer_alignment(g.bias) : 256u};
     std::lock_guard<std::mutex> const lock(mutex_);
     Plan& plan = plan_for(key, g, epilogue);
@@ -185,6 +190,7 @@ class CublasLtGemm {
 
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;
+  std::uint32_t out_alignment_cap_ = 256;
   std::mutex mutex_;
   std::map<Key, Plan> plans_;
 };

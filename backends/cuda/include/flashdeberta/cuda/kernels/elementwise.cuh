@@ -54,31 +54,6 @@ __global__ void bias_activation_vec_kernel(T* out, std::int64_t rows, std::int64
   }
 }
 
-// Each byte of m read and written back unchanged (volatile: neither access may be dropped). Runs after every
-// GEMM when FLASHDEBERTA_INITCHECK_GEMM=1, for compute-sanitizer's initcheck: it does not see the stores of
-// some cuBLASLt kernels (tests/cuda/initcheck_gemm_probe.cu), so it reports the first read of their
-// output; with this pass those reads are all this kernel's, and the memory counts as written after it, so a
-// report in any other kernel is a read of memory nothing wrote.
-template <class Byte>  // a template, so that the header may be included by several translation units
-__global__ void rewrite_in_place_kernel(Byte* data, std::int64_t rows, std::int64_t row_bytes, std::int64_t ld_bytes) {
-  std::int64_t const n = rows * row_bytes;
-  for (std::int64_t idx = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; idx < n;
-       idx += std::int64_t{gridDim.x} * blockDim.x) {
-    std::int64_t const r = idx / row_bytes;
-    volatile Byte* byte = data + r * ld_bytes + (idx - r * row_bytes);
-    *byte = *byte;
-  }
-}
-
-inline void rewrite_in_place(MatrixRef const& m, cudaStream_t stream) {
-  if (m.rows == 0 || m.cols == 0) return;
-  std::int64_t const element = static_cast<std::int64_t>(dtype_size(m.dtype));
-  constexpr int kThreads = 256;
-  rewrite_in_place_kernel<unsigned char><<<grid_for(m.rows * m.cols * element, kThreads), kThreads, 0, stream>>>(
-      static_cast<unsigned char*>(m.data), m.rows, m.cols * element, m.ld * element);
-  FLASHDEBERTA_CUDA_CHECK_LAUNCH();
-}
-
 inline void bias_activation(MatrixRef const& out, void const* bias, Activation act, cudaStream_t stream) {
   if ((bias == nullptr && act == Activation::kIdentity) || out.rows == 0 || out.cols == 0) return;
   dispatch_float_type(out.dtype, [&]<class T>() {
