@@ -8,7 +8,7 @@
 // is the tool's, not a missing write. Prints one line per case: dtype, shape, max abs error against the host.
 // Measured on the H200 (2026-12-01): every element of the bf16 and fp16 outputs reported (991,232 reads), none
 // of the fp32 ones; with FLASHDEBERTA_INITCHECK_GEMM=1 (CudaContext: cuBLASLt kept off the TMA-store kernels)
-// the run under initcheck is to show none at all, and the sanitize step runs the GPU tests that way.
+// the run under initcheck shows none at all, and the sanitize step runs the GPU tests that way.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
