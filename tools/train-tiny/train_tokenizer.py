@@ -47,14 +47,17 @@ def main():
         sys.exit("spm_train not found: apt-get install sentencepiece")
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
+        # spm.model records its input and prefix paths: relative ones, from a copy, keep it byte-identical
+        # across machines and runs.
+        shutil.copyfile(corpus, Path(tmp) / "train.txt")
         prefix = Path(tmp) / "spm"
         subprocess.run([
-            "spm_train", f"--input={corpus}", f"--model_prefix={prefix}", "--model_type=unigram",
+            "spm_train", "--input=train.txt", "--model_prefix=spm", "--model_type=unigram",
             f"--vocab_size={args.vocab}", "--character_coverage=0.9999", "--num_threads=1",
             "--normalization_rule_name=nmt_nfkc", "--pad_id=0", "--pad_piece=[PAD]", "--bos_id=1",
             "--bos_piece=[CLS]", "--eos_id=2", "--eos_piece=[SEP]", "--unk_id=3", "--unk_piece=[UNK]",
             "--shuffle_input_sentence=false", "--input_sentence_size=0", "--max_sentence_length=16384",
-        ], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ], check=True, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         pieces = sum(1 for _ in open(f"{prefix}.vocab", encoding="utf-8"))
         shutil.copyfile(f"{prefix}.model", args.out / "spm.model")
     write_json(args.out / "tokenizer_config.json", {"do_lower_case": False, "vocab_type": "spm",
