@@ -215,13 +215,7 @@ Pipeline::~Pipeline() {
 }
 
 tokenizer::Encoding Pipeline::encode(std::string const& text, std::size_t index, std::string const* pair) const {
-  std::int64_t const bytes = static_cast<std::int64_t>(text.size() + (pair != nullptr ? pair->size() : 0));
-  std::int64_t const limit = max_text_bytes(max_tokens_);
-  if (bytes > limit) {
-    fail_text(index, "the text holds " + std::to_string(bytes) + " bytes, more than the " + std::to_string(limit) +
-                         " (" + std::to_string(kMaxTextBytesPerToken) + " per token) of --max-tokens " +
-                         std::to_string(max_tokens_) + "; it is refused before tokenizing (raise --max-tokens)");
-  }
+  require_text_bytes(text.size() + (pair != nullptr ? pair->size() : 0), index, max_tokens_);
   // Tokenizing stops once the text is sure to hold more than --max-tokens, whatever its length.
   tokenizer::EncodeOptions options;
   options.token_limit = static_cast<std::size_t>(max_tokens_);
@@ -229,8 +223,7 @@ tokenizer::Encoding Pipeline::encode(std::string const& text, std::size_t index,
   try {
     e = pair != nullptr ? tokenizer_->encode(text, *pair, options) : tokenizer_->encode(text, options);
   } catch (tokenizer::TokenLimitError const&) {
-    fail_text(index, "the text holds more than " + std::to_string(max_tokens_) + " tokens, more than --max-tokens " +
-                         std::to_string(max_tokens_) + " (tokenizing stopped there; raise --max-tokens)");
+    fail_over_max_tokens(index, max_tokens_);
   } catch (Error const& error) {
     fail_text(index, error.what());
   }
@@ -350,6 +343,19 @@ bool read_bounded_line(std::istream& in, std::string& line, std::size_t limit, s
     }
     line.push_back(static_cast<char>(c));
   }
+}
+
+void require_text_bytes(std::size_t bytes, std::size_t index, std::int64_t max_tokens) {
+  std::int64_t const limit = max_text_bytes(max_tokens);
+  if (static_cast<std::int64_t>(bytes) <= limit) return;
+  fail_text(index, "the text holds " + std::to_string(bytes) + " bytes, more than the " + std::to_string(limit) + " (" +
+                       std::to_string(kMaxTextBytesPerToken) + " per token) of --max-tokens " +
+                       std::to_string(max_tokens) + "; it is refused before tokenizing (raise --max-tokens)");
+}
+
+void fail_over_max_tokens(std::size_t index, std::int64_t max_tokens) {
+  fail_text(index, "the text holds more than " + std::to_string(max_tokens) + " tokens, more than --max-tokens " +
+                       std::to_string(max_tokens) + " (tokenizing stopped there; raise --max-tokens)");
 }
 
 void fail_text(std::size_t index, std::string const& message) {

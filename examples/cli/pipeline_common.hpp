@@ -108,6 +108,12 @@ void for_each_batch(PipelineOptions const& options,
 bool read_bounded_line(std::istream& in, std::string& line, std::size_t limit, std::size_t index,
                        std::int64_t max_tokens);
 
+// Refuses (as text `index`) a text, with its pair, longer than max_text_bytes(max_tokens), before it is tokenized.
+void require_text_bytes(std::size_t bytes, std::size_t index, std::int64_t max_tokens);
+
+// The refusal of text `index` once tokenizing it stopped at --max-tokens (tokenizer::TokenLimitError).
+[[noreturn]] void fail_over_max_tokens(std::size_t index, std::int64_t max_tokens);
+
 // "text 3: <message>" for an error while handling text number `index`.
 [[noreturn]] void fail_text(std::size_t index, std::string const& message);
 

@@ -84,13 +84,7 @@ std::optional<TokenizeOptions> parse_tokenize_options(std::span<char const* cons
       }
       o.max_length = static_cast<std::size_t>(n);
     } else if (name == "max-tokens") {
-      std::int64_t n = 0;
-      auto const [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-      if (ec != std::errc() || end != value.data() + value.size() || n < 1 ||
-          n > std::numeric_limits<std::int32_t>::max()) {
-        tokenize_usage_fail("--max-tokens '" + value + "' is not an integer in [1, 2147483647]");
-      }
-      o.max_tokens = n;
+      o.max_tokens = parse_integer_option("tokenize", "max-tokens", value, 1, std::numeric_limits<std::int32_t>::max());
     } else {
       if (value != "longest_first" && value != "only_first" && value != "only_second") {
         tokenize_usage_fail("unknown truncation '" + value + "' (expected longest_first, only_first or only_second)");
@@ -152,25 +146,16 @@ int tokenize_command(std::span<char const* const> args) {
   encode_options.max_length = options->max_length;
   encode_options.truncation = options->truncation.value_or(tokenizer::Truncation::kLongestFirst);
   encode_options.token_limit = static_cast<std::size_t>(options->max_tokens);
-  std::int64_t const byte_limit = max_text_bytes(options->max_tokens);
   std::size_t count = 0;
   auto const emit = [&](std::string const& text) {
     ++count;
-    std::int64_t const bytes = static_cast<std::int64_t>(text.size() + (options->pair ? options->pair->size() : 0));
-    if (bytes > byte_limit) {
-      fail_text(count, "the text holds " + std::to_string(bytes) + " bytes, more than the " +
-                           std::to_string(byte_limit) + " (" + std::to_string(kMaxTextBytesPerToken) +
-                           " per token) of --max-tokens " + std::to_string(options->max_tokens) +
-                           "; it is refused before tokenizing (raise --max-tokens)");
-    }
+    require_text_bytes(text.size() + (options->pair ? options->pair->size() : 0), count, options->max_tokens);
     try {
       tokenizer::Encoding const e =
           options->pair ? tok.encode(text, *options->pair, encode_options) : tok.encode(text, encode_options);
       std::cout << to_json(e).dump() << '\n';
     } catch (tokenizer::TokenLimitError const&) {
-      fail_text(count, "the text holds more than " + std::to_string(options->max_tokens) +
-                           " tokens, more than --max-tokens " + std::to_string(options->max_tokens) +
-                           " (tokenizing stopped there; raise --max-tokens)");
+      fail_over_max_tokens(count, options->max_tokens);
     } catch (Error const& error) {  // "text: invalid UTF-8 ..." -> "text 3: invalid UTF-8 ..."
       std::string message = error.what();
       if (message.starts_with("text: ")) message.erase(0, 6);
@@ -181,7 +166,7 @@ int tokenize_command(std::span<char const* const> args) {
   if (!options->texts.empty()) {
     for (auto const& text : options->texts) emit(text);
   } else {
-    auto const line_limit = static_cast<std::size_t>(byte_limit);
+    auto const line_limit = static_cast<std::size_t>(max_text_bytes(options->max_tokens));
     for (std::string line; read_bounded_line(std::cin, line, line_limit, count + 1, options->max_tokens);) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       emit(line);
