@@ -19,19 +19,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-SPECIAL_TOKENS = {
-    "bos_token": "[CLS]",
-    "eos_token": "[SEP]",
-    "unk_token": "[UNK]",
-    "sep_token": "[SEP]",
-    "pad_token": "[PAD]",
-    "cls_token": "[CLS]",
-    "mask_token": "[MASK]",
-}
-
-
-def write_json(path, value):
-    path.write_text(json.dumps(value, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+# DeBERTa's special-token files, as the test tokenizers write them.
+sys.path.insert(0, str(HERE.parent.parent / "tests" / "fixtures" / "tokenizers"))
+from train_vocabs import special_tokens_map, write_json  # noqa: E402
 
 
 def main():
@@ -62,7 +52,7 @@ def main():
         shutil.copyfile(f"{prefix}.model", args.out / "spm.model")
     write_json(args.out / "tokenizer_config.json", {"do_lower_case": False, "vocab_type": "spm",
                                                     "model_max_length": 512})
-    write_json(args.out / "special_tokens_map.json", SPECIAL_TOKENS)
+    write_json(args.out / "special_tokens_map.json", special_tokens_map())
     write_json(args.out / "added_tokens.json", {"[MASK]": pieces})
     print(json.dumps({"pieces": pieces, "mask_id": pieces, "out": str(args.out)}))
     return 0
