@@ -7,7 +7,6 @@
 // (and GCC 12 rejects the constrained spelling in lambdas), so this keeps dispatch_head portable.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -63,12 +62,8 @@ class DebertaWith {
     if constexpr (requires { head_.output_bytes(batch, request, std::int64_t{}, DType{}); }) {
       batch.validate(config());
       ForwardMemory memory = backbone_.estimate_forward_memory(batch);
-      DType const dtype = policy().compute_dtype();
-      memory.head_outputs = head_.output_bytes(batch, request, config().hidden_size, dtype);
-      double const hidden = static_cast<double>(memory.tokens) * static_cast<double>(config().hidden_size) *
-                            static_cast<double>(dtype_size(dtype));
-      memory.total = std::max(memory.total, detail::saturated_bytes(static_cast<double>(memory.indices) + hidden +
-                                                                    static_cast<double>(memory.head_outputs)));
+      add_head_outputs(memory, head_.output_bytes(batch, request, config().hidden_size, policy().compute_dtype()),
+                       config().hidden_size, policy().compute_dtype());
       require_forward_fits(policy(), memory, backbone_.options().max_forward_bytes);
     }
     HiddenStates<P> const hidden = backbone_.forward(batch);

@@ -122,6 +122,16 @@ ForwardMemory estimate_forward_memory(P const& policy, ModelConfig const& config
   return m;
 }
 
+// `memory` with what a head allocates after the forward (head_bytes), beside the (T, H) hidden states and the
+// batch's indices, which stay alive while it runs: the peak becomes the larger of the two stages.
+inline void add_head_outputs(ForwardMemory& memory, std::int64_t head_bytes, std::int64_t hidden_size, DType dtype) {
+  memory.head_outputs = head_bytes;
+  double const hidden =
+      static_cast<double>(memory.tokens) * static_cast<double>(hidden_size) * static_cast<double>(dtype_size(dtype));
+  double const head_stage = static_cast<double>(memory.indices) + hidden + static_cast<double>(head_bytes);
+  memory.total = std::max(memory.total, detail::saturated_bytes(head_stage));
+}
+
 // Throws, naming the batch and the numbers, when `memory` exceeds what the policy has available (when it
 // reports it) or `limit_bytes` (ModelOptions::max_forward_bytes; 0: no limit of its own).
 template <ExecutionPolicy P>
