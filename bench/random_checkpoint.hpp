@@ -47,6 +47,14 @@ struct RandomCheckpointSpec {
 
   static RandomCheckpointSpec v3_base() { return {}; }
 
+  // v3-base with the vocabulary cut to 32000 rows, for the GPU benchmarks and timings: the embedding gather
+  // costs the same, and the file a fresh GPU machine writes is 440 MB instead of 735 MB.
+  static RandomCheckpointSpec v3_base_short_vocabulary() {
+    RandomCheckpointSpec spec;
+    spec.vocab_size = 32000;
+    return spec;
+  }
+
   io::Json config_json() const {
     return {{"model_type", "deberta-v2"},
             {"architectures", {"DebertaV2Model"}},

@@ -22,11 +22,11 @@
 #include <random>
 #include <vector>
 
+#include "../random_checkpoint.hpp"
 #include "flashdeberta/cuda/cuda_policy.hpp"
 #include "flashdeberta/cuda/graph_forward.hpp"
 #include "flashdeberta/math/relative_position.hpp"
 #include "flashdeberta/model/deberta_model.hpp"
-#include "random_weights.hpp"
 
 namespace fd = flashdeberta;
 
@@ -147,10 +147,8 @@ void attention(benchmark::State& state) {
 fd::DebertaV3<fd::CudaPolicy> const& model() {
   static fd::DebertaV3<fd::CudaPolicy> const m = [] {
     char const* root = std::getenv("FLASHDEBERTA_BENCH_DIR");
-    std::filesystem::path const dir =
-        std::filesystem::path(root != nullptr ? root : std::filesystem::temp_directory_path().string()) /
-        "flashdeberta_v3_base_random";
-    fd::bench_gpu::write_random_checkpoint(dir, fd::bench_gpu::ModelShape{});
+    std::filesystem::path const dir = fd::bench::random_checkpoint(
+        fd::bench::RandomCheckpointSpec::v3_base_short_vocabulary(), root != nullptr ? root : "");
     return fd::DebertaV3<fd::CudaPolicy>::load(policy(), dir);
   }();
   return m;

@@ -1,6 +1,6 @@
-// Times whole forward passes of a v3-base-shaped model (random weights) through CudaPolicy with CUDA
-// events: the B x L shapes of the CUDA issue, each dtype, median of repeated forwards after warm-up, and
-// the peak device memory of a forward beyond the weights. Correctness in the same run: the relative
+// Times whole forward passes of a v3-base-shaped model (random weights, bench/random_checkpoint.hpp) through
+// CudaPolicy with CUDA events: the B x L shapes of the CUDA issue, each dtype, median of repeated forwards after
+// warm-up, and the peak device memory of a forward beyond the weights. Correctness in the same run: the relative
 // error of each dtype's last hidden state against fp32 flash on the same weights and inputs.
 //
 //   time_forward_cuda [DIR] [--layers N] [--profile B L]
@@ -15,77 +15,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "flashdeberta/cuda/cuda_policy.hpp"
 #include "flashdeberta/flashdeberta.hpp"
-#include "flashdeberta/io/safetensors_writer.hpp"
+#include "random_checkpoint.hpp"
 
 namespace fd = flashdeberta;
 
 namespace {
-
-struct Shape {
-  std::int64_t hidden = 768, layers = 12, heads = 12, intermediate = 3072, vocab = 32000, buckets = 256;
-};
-
-// deberta-v3-base's config (vocabulary cut to 32000 rows: the gather costs the same, the file less).
-void write_checkpoint(std::filesystem::path const& dir, Shape const& s) {
-  std::filesystem::create_directories(dir);
-  fd::io::Json const config = {
-      {"model_type", "deberta-v2"},     {"vocab_size", s.vocab},          {"hidden_size", s.hidden},
-      {"num_hidden_layers", s.layers},  {"num_attention_heads", s.heads}, {"intermediate_size", s.intermediate},
-      {"hidden_act", "gelu"},           {"max_position_embeddings", 512}, {"type_vocab_size", 0},
-      {"relative_attention", true},     {"position_buckets", s.buckets},  {"max_relative_positions", -1},
-      {"norm_rel_ebd", "layer_norm"},   {"share_att_key", true},          {"pos_att_type", "p2c|c2p"},
-      {"position_biased_input", false}, {"layer_norm_eps", 1e-7}};
-  std::ofstream(dir / "config.json") << config.dump(1);
-
-  std::vector<std::pair<std::string, std::vector<std::int64_t>>> specs;
-  auto add = [&](std::string name, std::vector<std::int64_t> shape) { specs.emplace_back(std::move(name), shape); };
-  std::int64_t const h = s.hidden;
-  add("embeddings.word_embeddings.weight", {s.vocab, h});
-  add("embeddings.LayerNorm.weight", {h});
-  add("embeddings.LayerNorm.bias", {h});
-  add("encoder.rel_embeddings.weight", {2 * s.buckets, h});
-  add("encoder.LayerNorm.weight", {h});
-  add("encoder.LayerNorm.bias", {h});
-  for (std::int64_t l = 0; l < s.layers; ++l) {
-    std::string const p = "encoder.layer." + std::to_string(l) + ".";
-    for (char const* proj : {"query_proj", "key_proj", "value_proj"}) {
-      add(p + "attention.self." + proj + ".weight", {h, h});
-      add(p + "attention.self." + proj + ".bias", {h});
-    }
-    add(p + "attention.output.dense.weight", {h, h});
-    add(p + "attention.output.dense.bias", {h});
-    add(p + "attention.output.LayerNorm.weight", {h});
-    add(p + "attention.output.LayerNorm.bias", {h});
-    add(p + "intermediate.dense.weight", {s.intermediate, h});
-    add(p + "intermediate.dense.bias", {s.intermediate});
-    add(p + "output.dense.weight", {h, s.intermediate});
-    add(p + "output.dense.bias", {h});
-    add(p + "output.LayerNorm.weight", {h});
-    add(p + "output.LayerNorm.bias", {h});
-  }
-  // HF's initializer: N(0, 0.02); LayerNorm gains 1 + N(0, 0.02) so that no product is trivially zero.
-  std::mt19937 gen(20261130);
-  std::normal_distribution<float> dist(0.0f, 0.02f);
-  std::vector<std::vector<float>> values;
-  std::vector<fd::TensorToWrite> tensors;
-  values.reserve(specs.size());
-  for (auto const& [name, shape] : specs) {
-    std::int64_t n = 1;
-    for (std::int64_t d : shape) n *= d;
-    std::vector<float>& v = values.emplace_back(static_cast<std::size_t>(n));
-    bool const gain = name.find("LayerNorm.weight") != std::string::npos;
-    for (float& x : v) x = (gain ? 1.0f : 0.0f) + dist(gen);
-    tensors.push_back({name, fd::DType::kF32, shape, std::as_bytes(std::span<float const>(v))});
-  }
-  fd::write_safetensors(dir / "model.safetensors", tensors);
-}
 
 fd::Batch random_batch(std::int64_t batch, std::int64_t length, std::int64_t vocab, std::uint32_t seed) {
   std::mt19937 gen(seed);
@@ -152,12 +92,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::filesystem::path root = "/tmp";
-  Shape shape;
+  fd::bench::RandomCheckpointSpec spec = fd::bench::RandomCheckpointSpec::v3_base_short_vocabulary();
   std::int64_t profile_batch = 0, profile_length = 0;
   for (int i = 1; i < argc; ++i) {
     std::string const arg = argv[i];
     if (arg == "--layers" && i + 1 < argc) {
-      shape.layers = std::atoi(argv[++i]);
+      spec.num_layers = std::atoi(argv[++i]);
     } else if (arg == "--profile" && i + 2 < argc) {
       profile_batch = std::atoll(argv[++i]);
       profile_length = std::atoll(argv[++i]);
@@ -165,16 +105,15 @@ int main(int argc, char** argv) {
       root = arg;
     }
   }
-  std::filesystem::path const dir = root / ("flashdeberta_v3_base_random_" + std::to_string(shape.layers));
-  write_checkpoint(dir, shape);
+  std::filesystem::path const dir = fd::bench::random_checkpoint(spec, root);
   cudaDeviceProp prop{};
   FLASHDEBERTA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs; v3-base shape, %lld layers, random weights\n", prop.name, prop.multiProcessorCount,
-              static_cast<long long>(shape.layers));
+              static_cast<long long>(spec.num_layers));
   if (profile_batch > 0) {
     auto const model =
         fd::DebertaV3<fd::CudaPolicy>::load(fd::CudaPolicy(fd::CudaOptions{.dtype = fd::DType::kBF16}), dir);
-    fd::Batch const batch = random_batch(profile_batch, profile_length, shape.vocab, 7);
+    fd::Batch const batch = random_batch(profile_batch, profile_length, spec.vocab_size, 7);
     for (int i = 0; i < 2; ++i) (void)model.forward(batch);
     FLASHDEBERTA_CUDA_CHECK(cudaProfilerStart());
     (void)model.forward(batch);
@@ -202,7 +141,7 @@ int main(int argc, char** argv) {
     models.push_back(fd::DebertaV3<fd::CudaPolicy>::load(
         fd::CudaPolicy(fd::CudaOptions{.dtype = v.dtype, .fuse_gelu_tanh = v.fuse_gelu_tanh}), dir));
   for (Case const c : {Case{1, 128, 50}, Case{32, 512, 20}, Case{8, 1024, 10}, Case{1, 4096, 10}}) {
-    fd::Batch const batch = random_batch(c.batch, c.length, shape.vocab, 7);
+    fd::Batch const batch = random_batch(c.batch, c.length, spec.vocab_size, 7);
     std::vector<float> reference;
     for (std::size_t m = 0; m < models.size(); ++m) {
       std::vector<float> const out = models[m].forward_to_host(batch);
