@@ -29,12 +29,9 @@ class AttentionProblem {
     pos_query_ = random_matrix(p, 2 * slots.span, width, 13);
     slot_buffer_ = p.upload_indices(std::span<std::int32_t const>(slots.slots));
     out_ = empty_matrix(p, tokens, width);
-    args_.q = qkv_.ref.columns(0, width);
-    args_.k = qkv_.ref.columns(width, width);
-    args_.v = qkv_.ref.columns(2 * width, width);
+    view_fused_qkv(args_, qkv_.ref, c.head_size, QkvLayout::kStacked);
     args_.num_heads = c.num_heads;
     args_.head_size = c.head_size;
-    args_.head_stride = c.head_size;
     args_.pos_key = pos_key_.ref;
     args_.pos_query = pos_query_.ref;
     args_.relative_index = static_cast<std::int32_t const*>(slot_buffer_.data());

@@ -115,12 +115,9 @@ void attention(benchmark::State& state) {
   auto const out = p.allocate(tokens * kHidden, fd::DType::kBF16);
   fd::MatrixRef const fused{qkv.data(), fd::DType::kBF16, tokens, 3 * kHidden, 3 * kHidden};
   fd::AttentionArgs args;
-  args.q = fused.columns(0, kHidden);
-  args.k = fused.columns(kHidden, kHidden);
-  args.v = fused.columns(2 * kHidden, kHidden);
+  fd::view_fused_qkv(args, fused, kHeadSize, fd::QkvLayout::kStacked);
   args.num_heads = kHeads;
   args.head_size = kHeadSize;
-  args.head_stride = kHeadSize;
   args.pos_key = {pos_key.data(), fd::DType::kBF16, 2 * slots.span, kHidden, kHidden};
   args.pos_query = {pos_query.data(), fd::DType::kBF16, 2 * slots.span, kHidden, kHidden};
   args.relative_index = static_cast<std::int32_t const*>(slot_buf.data());

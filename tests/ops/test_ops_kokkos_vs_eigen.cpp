@@ -323,17 +323,7 @@ struct AttentionCase {
     auto const out = poisoned(p, seq.total * a);
     fd::MatrixRef const fused = ref(qkv_buf, seq.total, 3 * a);
     fd::AttentionArgs args;
-    if (interleaved) {
-      args.q = fused.columns(0, 3 * a - 2 * d);
-      args.k = fused.columns(d, 3 * a - 2 * d);
-      args.v = fused.columns(2 * d, 3 * a - 2 * d);
-      args.head_stride = 3 * d;
-    } else {
-      args.q = fused.columns(0, a);
-      args.k = fused.columns(a, a);
-      args.v = fused.columns(2 * a, a);
-      args.head_stride = d;
-    }
+    fd::view_fused_qkv(args, fused, d, interleaved ? fd::QkvLayout::kInterleavedPerHead : fd::QkvLayout::kStacked);
     args.num_heads = heads;
     args.head_size = d;
     if (c2p) args.pos_key = ref(key_buf, 2 * slots.span, a);

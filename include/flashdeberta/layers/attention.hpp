@@ -99,17 +99,7 @@ class AttentionBlock {
     p.gemm({.a = rows_of(x, t, h), .b = qkv_.ref(), .bias = qkv_bias_.data(), .out = rows_of(qkv, t, 3 * a)});
     MatrixRef const fused = rows_of(qkv, t, 3 * a);
     AttentionArgs args = relative_args(rel);
-    if constexpr (V::kFusedInProj) {  // per head: [q | k | v], heads 3d apart
-      args.q = fused.columns(0, 3 * a - 2 * d);
-      args.k = fused.columns(d, 3 * a - 2 * d);
-      args.v = fused.columns(2 * d, 3 * a - 2 * d);
-      args.head_stride = 3 * d;
-    } else {  // [Q | K | V], heads d apart
-      args.q = fused.columns(0, a);
-      args.k = fused.columns(a, a);
-      args.v = fused.columns(2 * a, a);
-      args.head_stride = d;
-    }
+    view_fused_qkv(args, fused, d, V::kFusedInProj ? QkvLayout::kInterleavedPerHead : QkvLayout::kStacked);
     auto context = ctx.activation(a);  // (T, A)
     args.out = rows_of(context, t, a);
     args.sequences = ctx.sequences;

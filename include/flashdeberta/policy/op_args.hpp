@@ -106,4 +106,25 @@ struct AttentionArgs {
   PreparedRelative prepared;  // optional: from the policy's prepare_relative at load
 };
 
+// How q, k and v sit in one fused (T, 3A) projection: v1's in_proj interleaves them per head
+// ([q_h | k_h | v_h], heads 3d apart); v2/v3 run their three projections as one GEMM ([Q | K | V], heads d apart).
+enum class QkvLayout { kInterleavedPerHead, kStacked };
+
+// Points args.q, args.k, args.v and args.head_stride into `fused` in place, no copy.
+inline void view_fused_qkv(AttentionArgs& args, MatrixRef fused, std::int64_t head_size, QkvLayout layout) {
+  std::int64_t const a = fused.cols / 3;
+  std::int64_t const d = head_size;
+  if (layout == QkvLayout::kInterleavedPerHead) {
+    args.q = fused.columns(0, 3 * a - 2 * d);
+    args.k = fused.columns(d, 3 * a - 2 * d);
+    args.v = fused.columns(2 * d, 3 * a - 2 * d);
+    args.head_stride = 3 * d;
+  } else {
+    args.q = fused.columns(0, a);
+    args.k = fused.columns(a, a);
+    args.v = fused.columns(2 * a, a);
+    args.head_stride = d;
+  }
+}
+
 }  // namespace flashdeberta
