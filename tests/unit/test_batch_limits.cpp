@@ -292,7 +292,6 @@ class CountedBuffer {
 
 class CountingPolicy {
  public:
-  using memory_space = HostSpace;
   using Buffer = CountedBuffer;
 
   static char const* name() { return "counting"; }

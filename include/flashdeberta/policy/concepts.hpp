@@ -28,7 +28,6 @@ concept ExecutionPolicy = std::copy_constructible<P> && PolicyBuffer<typename P:
              std::span<std::int32_t const> host_i32, std::span<float> host_out, typename P::Buffer const& buffer,
              GemmArgs const& gemm, LayerNormArgs const& layer_norm, EmbeddingArgs const& embedding,
              Conv1dArgs const& conv, AttentionArgs const& attention) {
-  typename P::memory_space;
   { P::name() } -> std::convertible_to<char const*>;
   { p.compute_dtype() } -> std::same_as<DType>;
   { p.allocate(n, t) } -> std::same_as<typename P::Buffer>;

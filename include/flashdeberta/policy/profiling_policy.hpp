@@ -103,7 +103,6 @@ struct ProfileReport {
 template <ExecutionPolicy P>
 class ProfilingPolicy {
  public:
-  using memory_space = typename P::memory_space;
   using Buffer = typename P::Buffer;
 
   explicit ProfilingPolicy(P inner = P{}) : inner_(std::move(inner)), counters_(std::make_shared<Counters>()) {}

@@ -34,8 +34,6 @@
 
 namespace flashdeberta {
 
-struct CudaSpace {};
-
 struct CudaOptions {
   DType dtype = DType::kF32;                     // compute dtype: kF32, kBF16 or kF16
   int device = 0;                                // CUDA device ordinal
@@ -165,7 +163,6 @@ struct CudaContext {
 // allocate through the policy while one lives (docs/thread-safety.md).
 class CudaPolicy {
  public:
-  using memory_space = CudaSpace;
   using Buffer = CudaBuffer;
 
   explicit CudaPolicy(CudaOptions const& options = {})

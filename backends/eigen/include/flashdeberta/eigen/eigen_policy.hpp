@@ -22,8 +22,6 @@
 
 namespace flashdeberta {
 
-struct HostSpace {};
-
 namespace eigen_detail {
 
 // Sets the calling thread's OpenMP thread count (its nthreads-var, which omp_get_max_threads reads) for one
@@ -58,7 +56,6 @@ class OmpThreadsScope {
 // (docs/thread-safety.md).
 class EigenPolicy {
  public:
-  using memory_space = HostSpace;
   using Buffer = HostBuffer;
 
   // threads <= 0 uses every core OpenMP reports.
