@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "flashdeberta/cuda/attention/attention_params.cuh"
 #include "flashdeberta/cuda/attention/by_diff_tables.cuh"
 #include "flashdeberta/cuda/attention/eager_kernel.cuh"
 #include "flashdeberta/cuda/attention/flash_fwd_kernel.cuh"

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "flashdeberta/cuda/attention/attention_params.cuh"
 #include "flashdeberta/cuda/attention/kernel_traits.cuh"
 #include "flashdeberta/cuda/kernels/element.cuh"
 

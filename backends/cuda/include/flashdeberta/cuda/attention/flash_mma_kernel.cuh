@@ -24,6 +24,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include "flashdeberta/cuda/attention/attention_params.cuh"
 #include "flashdeberta/cuda/attention/kernel_traits.cuh"
 #include "flashdeberta/cuda/attention/mma.cuh"
 #include "flashdeberta/cuda/attention/window_terms.cuh"

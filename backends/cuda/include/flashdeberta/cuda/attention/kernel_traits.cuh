@@ -1,42 +1,11 @@
-// The attention kernels' parameters and the flash kernel's traits: tile extents, the thread layout and
-// the shared-memory plan, every derived constant in one place.
+// The attention kernels' traits: tile extents, the thread layout and the shared-memory plan, every derived
+// constant in one place.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 namespace flashdeberta::cuda_kernels {
-
-// One disentangled-attention call (op_args.hpp, AttentionArgs) as the kernels see it: raw pointers in
-// the compute dtype; head h of q, k, v starts at column h * head_stride, of out and the relative tables
-// at column h * head_size.
-struct AttentionParams {
-  void const* q;
-  void const* k;
-  void const* v;
-  void* out;
-  std::int64_t q_ld, k_ld, v_ld, out_ld, head_stride;
-  void const* pos_key;    // (2k, A) Kr, or null without c2p
-  void const* pos_query;  // (2k, A) Qr, or null without p2c
-  std::int64_t pos_key_ld, pos_query_ld;
-  std::int32_t const* relative_index;  // (2 * saturation + 1)
-  int saturation;
-  std::int32_t const* cu_seqlens;  // (B + 1)
-  std::int32_t const* positions;   // (T)
-  int head_size;
-  float scale;
-  float inv_scale;
-  bool c2p;
-  bool p2c;
-  bool contiguous;  // positions[t] - positions[first] == t - first in every sequence (no holes)
-  // Tensor-core kernel, contiguous positions, head size 64: Kr / Qr indexed by difference (by_diff_tables.cuh);
-  // by_diff_ld == 0 when absent.
-  void const* key_by_diff = nullptr;
-  void const* query_by_diff = nullptr;
-  std::int64_t by_diff_ld = 0;
-  int by_diff_offset = 0;
-  int by_diff_rows = 0;
-};
 
 // The flash kernel family's traits. The primary template is the CUDA-core plan (any element type, head
 // sizes 32 / 64 / 128 zero-padded); FlashTraits<T, 64, true> below is the tensor-core plan that
