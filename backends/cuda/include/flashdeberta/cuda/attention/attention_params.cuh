@@ -6,6 +6,11 @@
 
 namespace flashdeberta::cuda_kernels {
 
+// log2(e). The tensor-core flash kernel keeps its scores in log2 units (exp2 is one instruction): it scales
+// q by kLog2e / scale, and dispatch.cuh stores the by-diff Qr table pre-scaled by the same factor, so both
+// must use this one value.
+inline constexpr float kLog2e = 1.4426950408889634f;
+
 // One disentangled-attention call (op_args.hpp, AttentionArgs) as the kernels see it: raw pointers in
 // the compute dtype; head h of q, k, v starts at column h * head_stride, of out and the relative tables
 // at column h * head_size.

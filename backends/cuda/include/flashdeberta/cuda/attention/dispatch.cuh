@@ -151,7 +151,7 @@ PreparedRelative build_by_diff_tables_for(AttentionArgs const& a, ByDiffLayout c
   }
   if (!a.pos_query.empty()) {  // scores are in log2 units
     build_by_diff_table(next, static_cast<T const*>(a.pos_query.data), a.pos_query.ld, a.relative_index,
-                        static_cast<int>(a.saturation), layout, (1.0f / a.scale) * 1.4426950408889634f, stream);
+                        static_cast<int>(a.saturation), layout, (1.0f / a.scale) * kLog2e, stream);
     prepared.query_by_diff = {next, a.pos_query.dtype, layout.rows, layout.ld, layout.ld};
   }
   return prepared;

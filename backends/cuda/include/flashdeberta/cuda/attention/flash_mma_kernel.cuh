@@ -40,7 +40,6 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
   using T = typename Tr::Element;
   constexpr int BM = Tr::kBlockM, BN = Tr::kBlockN, W = Tr::kWindow, kLd = Tr::kTermLd, kThreads = Tr::kThreads;
   constexpr int kTile = BN * Tr::kHeadDim;
-  constexpr float kLog2e = 1.4426950408889634f;
   extern __shared__ __align__(16) unsigned char smem[];
   auto* k_s = reinterpret_cast<T*>(smem + Tr::kKOffset);
   auto* v_s = reinterpret_cast<T*>(smem + Tr::kVOffset);
