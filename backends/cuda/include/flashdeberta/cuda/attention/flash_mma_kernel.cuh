@@ -143,9 +143,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
     if (contiguous) {  // by differences alone: no slot lookup on the way to the next window's request
       w.diff_min = qmin - kb;
       int const diff_max = qmax - ka;
-      w.edge = w.diff_min >= edge_hi_from ? 2 : (diff_max <= edge_lo_to ? 1 : 0);
+      w.edge = w.diff_min >= edge_hi_from ? WindowEdge::kHigh
+                                          : (diff_max <= edge_lo_to ? WindowEdge::kLow : WindowEdge::kNone);
       w.slots = 1;
-      if (w.edge == 0) {
+      if (w.edge == WindowEdge::kNone) {
         w.by_diff = true;
         w.diff_min = qmin - (ka + BN - 1);  // ka: the tile's first key position
         w.slots = BM + BN - 1;              // window rows
@@ -160,7 +161,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
     w.slots = slot_of_diff(diff_max) - w.first + 1;
     w.range = diff_max - w.diff_min + 1;
     w.narrow = w.range <= BM + BN;
-    w.edge = w.slots != 1 ? 0 : (w.first == edge_hi ? 2 : (w.first == edge_lo ? 1 : 0));
+    w.edge = w.slots != 1 ? WindowEdge::kNone
+                          : (w.first == edge_hi ? WindowEdge::kHigh
+                                                : (w.first == edge_lo ? WindowEdge::kLow : WindowEdge::kNone));
     return w;
   };
   // The by_diff window: row x <- the relative row of slot(diff_min + x); rows past BM + BN - 2 and head
@@ -206,7 +209,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
   };
   // A general window's first chunk and its diff -> slot table; edge windows need neither.
   auto const prepare = [&](SlotWindow const& w, int table) {
-    if (w.edge != 0) return;
+    if (w.edge != WindowEdge::kNone) return;
     if (w.by_diff) {
       load_window_by_diff(w);
       return;
@@ -323,8 +326,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
       for (int kk = 0; kk < 4; ++kk) {
         std::uint32_t qr[4] = {};
         if constexpr (kEdgeP2c) {
-          std::uint32_t const lo = win.edge == 2 ? qr_edge[1][kk][0] : qr_edge[0][kk][0];
-          std::uint32_t const hi = win.edge == 2 ? qr_edge[1][kk][1] : qr_edge[0][kk][1];
+          bool const high = win.edge == WindowEdge::kHigh;  // selects, not a register-array index
+          std::uint32_t const lo = high ? qr_edge[1][kk][0] : qr_edge[0][kk][0];
+          std::uint32_t const hi = high ? qr_edge[1][kk][1] : qr_edge[0][kk][1];
           qr[0] = qr[1] = lo;
           qr[2] = qr[3] = hi;
         }
@@ -353,18 +357,18 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
       }
     };
 
-    if (!relative || win.edge != 0) {
+    if (!relative || win.edge != WindowEdge::kNone) {
       // no position terms, or an edge tile: plain flash, p2c accumulated with S, c2p a row bias; the next
       // window can be requested at once (its buffers are free)
-      if (win.edge != 0 && p2c) {
+      if (win.edge != WindowEdge::kNone && p2c) {
         compute_qk.template operator()<true>();
       } else {
         compute_qk.template operator()<false>();
       }
-      if (win.edge != 0 && c2p) {
+      if (win.edge != WindowEdge::kNone && c2p) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          float const bias = win.edge == 2 ? c2p_edge[e >> 1][1] : c2p_edge[e >> 1][0];
+          float const bias = win.edge == WindowEdge::kHigh ? c2p_edge[e >> 1][1] : c2p_edge[e >> 1][0];
 #pragma unroll
           for (int nt = 0; nt < 8; ++nt) sc[nt][e] += bias;
         }

@@ -11,6 +11,11 @@
 
 namespace flashdeberta::cuda_kernels::flash_mma {
 
+// Whether a key tile's window is one of the two edge slots: every difference of the tile saturated, at
+// or below -s (kLow, slot edge_lo) or at or above s (kHigh, slot edge_hi). Edge tiles are plain flash plus
+// a row bias and a column bias, with no window to load.
+enum class WindowEdge { kNone, kLow, kHigh };
+
 // The slots one key tile touches, the same for every thread of the CTA.
 struct SlotWindow {
   int first = 0;        // first slot
@@ -18,11 +23,11 @@ struct SlotWindow {
   int diff_min = 0;     // smallest p_i - p_j of the tile
   int range = 0;        // diff_max - diff_min + 1
   bool narrow = false;  // range <= BM + BN: the tile's slot table maps diff - diff_min -> slot - first
-  int edge = 0;         // 1 / 2: the window is the single slot of diffs <= -s / >= s (every saturated tile)
+  WindowEdge edge = WindowEdge::kNone;
   // Contiguous positions, not an edge tile: window row x holds the relative row of diff diff_min + x for
   // x in [0, BM + BN - 1), diff_min taken as if the tile were full, so the c2p / p2c term of tile element
   // (r, c) sits at x = r - c + BN - 1, an affine index the gather computes from the fragment coordinates
-  // (no slot table, key position or range check per score: ~30 instructions each before).
+  // (no slot table, key position or range check per score, which cost about 30 instructions each).
   bool by_diff = false;
 };
 
