@@ -68,7 +68,7 @@ class AttentionBlock {
     out_ = w.matrix(output + "dense.weight", h, a);
     out_bias_ = w.vector(output + "dense.bias", h);
     norm_ = LayerNormParams<P>(w, output + "LayerNorm", h, c.layer_norm_eps);
-    if (c.has_position_terms()) prepare_relative(w, self, *rel);
+    if (c.has_position_terms()) project_relative_tables(w, self, *rel);
   }
 
   // The relative part of this layer's attention arguments (empty tables without position terms).
@@ -113,7 +113,7 @@ class AttentionBlock {
 
  private:
   // Kr = T . Wk^T (+ bk), Qr = T . Wq^T + bq over the (LayerNorm'ed) relative table (spec 4.1, 4.2).
-  void prepare_relative(WeightLoader<P> const& w, std::string const& self, RelativeContext<P> const& rel) {
+  void project_relative_tables(WeightLoader<P> const& w, std::string const& self, RelativeContext<P> const& rel) {
     std::int64_t const h = config_.hidden_size;
     std::int64_t const a = config_.all_head_size();
     std::int64_t const rows = rel.table.rows;
