@@ -75,7 +75,7 @@ TEST_CASE("after the header's object: whitespace (the writer's padding), nothing
   std::string const header = tensors({{"a", 0, 8}});
   CHECK(parse(safetensors_image(header + "      ", 8)).size() == 1);
   CHECK(parse(safetensors_image(header + " \t\r\n", 8)).size() == 1);  // serde_json's whitespace set
-  // A NUL used to end the parse there: the rest of the header was never read.
+  // A NUL must not end the parse there, leaving the rest of the header unread.
   std::string const nul_garbage = header + "\0garbage"s;
   CHECK(parse_error(safetensors_image(nul_garbage, 8)) ==
         "mem: safetensors header has a NUL byte at offset " + std::to_string(header.size()) +

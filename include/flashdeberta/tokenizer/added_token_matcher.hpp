@@ -4,8 +4,8 @@
 // An Aho-Corasick automaton over code points: one pass over the text finds every token ending at each
 // position, longest first, whatever the number of tokens. A search stops once no token starting at or
 // before its best match can still end further on (the automaton's state is shorter than that), so a
-// search costs the characters up to its match plus at most the longest token's length; a file listing
-// many added tokens no longer multiplies the cost of every text by their number.
+// search costs the characters up to its match plus at most the longest token's length, so a file listing
+// many added tokens does not multiply the cost of every text by their number.
 #pragma once
 
 #include <cstddef>

@@ -2,7 +2,7 @@
 // The bytes are copied into the next free part of a page-locked ring and sent with cudaMemcpyAsync on the
 // policy's stream. The ring restarts at its beginning only after an event recorded behind its last copy
 // has completed: one wait per ring's worth of uploads, none at all within a forward pass of small shapes
-// (the index uploads of ForwardContext used to synchronize the stream four times per forward).
+// (a synchronous upload would stall the stream at each of ForwardContext's four index uploads per forward).
 #pragma once
 
 #include <cuda_runtime_api.h>

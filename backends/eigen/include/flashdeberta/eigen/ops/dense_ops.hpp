@@ -14,9 +14,9 @@ namespace flashdeberta::eigen_ops {
 
 // Bias and activation in one pass over the output, rows split across threads. The activation is chosen
 // once per row, not per element, so each row is one vectorized Eigen expression; GELU and tanh use
-// Eigen's vectorized erf/tanh (rational approximations within a few ulp of libm's erff/tanhf). With the
-// per-element switch and libm calls this epilogue added 47% to the T x 768 -> 3072 GEMM it follows
-// (T = 512, one thread); now 4%.
+// Eigen's vectorized erf/tanh (rational approximations within a few ulp of libm's erff/tanhf). Measured on
+// the T x 768 -> 3072 GEMM it follows (T = 512, one thread): 4% of the GEMM's time, against 47% for a
+// per-element switch calling libm.
 inline void apply_bias_activation(MatrixRef const& out, float const* bias, Activation act, int threads) {
   if (bias == nullptr && act == Activation::kIdentity) return;
   float* data = out.as<float>();

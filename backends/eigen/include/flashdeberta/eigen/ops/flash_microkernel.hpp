@@ -89,8 +89,7 @@ inline void score_micro(float const* q, std::int64_t q_ld, float const* panel, f
 }
 
 // MR = 6 rows per register tile: 24 accumulators + 4 panel registers + 1 broadcast of the 32 zmm registers,
-// the largest tile that fits (chosen by register budget; not compared against other MR under the load
-// of this session, see docs/benchmarks.md).
+// the largest tile that fits (chosen by register budget alone: no other MR has been measured).
 inline constexpr int kScoreRows = 6;
 
 // scores (rows, round_up(cols, 64)) = q (rows, 64, row stride q_ld) . K^T over the panels starting at key
