@@ -8,10 +8,6 @@
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define FLASHDEBERTA_HOST_DEVICE __host__ __device__
-#define FLASHDEBERTA_DEVICE __device__
 #else
 #define FLASHDEBERTA_HOST_DEVICE
-#define FLASHDEBERTA_DEVICE
 #endif
-
-#define FLASHDEBERTA_INLINE inline
