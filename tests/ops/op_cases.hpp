@@ -1,6 +1,7 @@
-// The op tests of CudaPolicy, written once and generic over the policy: each case holds its random
-// inputs and runs them through any ExecutionPolicy. test_ops_cuda.cu runs them on the GPU; the Eigen
-// reference runs them in eigen_reference.cpp, a host translation unit, through reference_run().
+// The op tests' cases, written once and generic over the policy: each case holds its random inputs and
+// runs them through any ExecutionPolicy. op_suite.hpp lists the cases of each op; every backend's test
+// runs them on its policy and compares with reference_run(), EigenPolicy in eigen_reference.cpp (a host
+// translation unit of its own, so that no Eigen header reaches nvcc in the CUDA test).
 // Outputs are poisoned with NaN before each call, so an element a kernel forgets to write fails.
 #pragma once
 
@@ -15,7 +16,7 @@
 #include "flashdeberta/math/relative_position.hpp"
 #include "flashdeberta/policy/concepts.hpp"
 
-namespace flashdeberta::cuda_tests {
+namespace flashdeberta::op_tests {
 
 using Host = std::vector<float>;
 using HostIndices = std::vector<std::int32_t>;
@@ -60,7 +61,8 @@ MatrixRef ref(Buffer const& b, std::int64_t rows, std::int64_t cols) {
 // the third has a hole of 30 positions after its first 100 tokens, the fourth is contiguous and long
 // enough for several query and key blocks. contiguous: lengths 1, 70, 200 and 700, positions 0, 1, ...
 // in each and flagged contiguous, the layout the CUDA tensor-core kernel runs on by-difference windows
-// (700 tokens reach the v3 saturation of 512, so those tiles mix windows and edge tiles).
+// (700 tokens reach the v3 saturation of 512, so those tiles mix windows and edge tiles). Distances of 100+
+// exceed the saturation of the small-bucket regime, so every flash kernel meets fully saturated tiles.
 struct PackedSequences {
   HostIndices cu_seqlens{0, 1, 71, 271, 571};
   HostIndices positions;
@@ -328,4 +330,4 @@ Host reference_run(EmbeddingCase const& c);
 Host reference_run(ConvCase const& c);
 Host reference_run(AttentionCase const& c);
 
-}  // namespace flashdeberta::cuda_tests
+}  // namespace flashdeberta::op_tests

@@ -1,9 +1,9 @@
-// The reference side of test_ops_cuda: every case through EigenPolicy, in a host translation unit so
-// that no Eigen header reaches nvcc.
+// The reference side of every backend's op test: each case through EigenPolicy, in a host translation unit
+// so that no Eigen header reaches nvcc.
 #include "flashdeberta/eigen/eigen_policy.hpp"
 #include "op_cases.hpp"
 
-namespace flashdeberta::cuda_tests {
+namespace flashdeberta::op_tests {
 namespace {
 
 EigenPolicy const& eigen_policy() {
@@ -24,4 +24,4 @@ Host reference_run(AttentionCase const& c) {
   return eager.run(eigen_policy());
 }
 
-}  // namespace flashdeberta::cuda_tests
+}  // namespace flashdeberta::op_tests
