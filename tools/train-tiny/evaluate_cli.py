@@ -2,14 +2,15 @@
 """Held-out figures of the shipped tiny models, measured through the flashdeberta CLI (models/README.md).
 
     python3 tools/train-tiny/evaluate_cli.py [--cli build/examples/flashdeberta] [--work DIR] [--models models]
-        [--out models/heldout-figures.json] [--inputs WORK/eval/mlm_inputs.npz] [--threads N]
+        [--out models/heldout-figures.json] [--inputs WORK/eval/mlm_inputs.npz] [--hf FILE] [--threads N]
 
 Masked LM (heldout_protocol.py): `flashdeberta tokenize` encodes every held-out text of the pretraining
 corpus; the rows are masked by the shared protocol; `flashdeberta run --head mlm --mask-token-id` gives the
 logits at the masked positions, from which top-1 and top-5 are counted. Sections: `flashdeberta classify`
 reads every held-out description on stdin; the top label is the prediction; the majority-class baseline is
 stated beside it. The figures go to --out; the masked inputs, our tokenizer's ids and our predictions go to
---inputs, which evaluate_hf.py reads to measure the same inputs through transformers.
+--inputs, which evaluate_hf.py reads to measure the same inputs through transformers. --hf FILE (what
+evaluate_hf.py wrote) adds transformers' figures to --out, with how many of its predictions differ from ours.
 """
 import argparse
 import json
@@ -97,6 +98,16 @@ def sections(args, model_dir, labels, texts):
     return figures, predicted
 
 
+def compare_with_hf(hf, mlm_top1, section_predictions):
+    """transformers' figures (evaluate_hf.py) and the number of its predictions that differ from ours."""
+    theirs = hf.pop("predictions")
+    if len(theirs["mlm_top1"]) != len(mlm_top1) or len(theirs["sections"]) != len(section_predictions):
+        sys.exit("--hf: its predictions do not cover the same inputs (run evaluate_hf.py on this --inputs)")
+    hf["masked_lm"]["top1_differing_from_flashdeberta"] = int((np.asarray(theirs["mlm_top1"]) != mlm_top1).sum())
+    hf["sections"]["differing_from_flashdeberta"] = sum(a != b for a, b in zip(theirs["sections"], section_predictions))
+    return hf
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cli", type=Path, default=ROOT / "build" / "examples" / "flashdeberta")
@@ -104,6 +115,7 @@ def main():
     parser.add_argument("--models", type=Path, default=ROOT / "models")
     parser.add_argument("--out", type=Path, default=ROOT / "models" / "heldout-figures.json")
     parser.add_argument("--inputs", type=Path)
+    parser.add_argument("--hf", type=Path)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     args = parser.parse_args()
     inputs = args.inputs or args.work / "eval" / "mlm_inputs.npz"
@@ -122,6 +134,8 @@ def main():
     figures = {"measured_with": "flashdeberta CLI (" + args.cli.name + "), float32, tools/train-tiny/evaluate_cli.py",
                "masked_lm": mlm_figures, "sections": section_figures,
                "seconds": {"masked_lm": round(mlm_seconds, 1), "sections": round(section_seconds, 1)}}
+    if args.hf:
+        figures["transformers"] = compare_with_hf(json.loads(args.hf.read_text()), arrays["mlm_top1"], predicted)
     args.out.write_text(json.dumps(figures, indent=1) + "\n")
     print(json.dumps({"masked_lm_top1": mlm_figures["top1"], "masked_lm_top5": mlm_figures["top5"],
                       "sections_accuracy": section_figures["accuracy"],

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Turns the trained float32 checkpoints into the shipped models: models/tiny-en and models/tiny-en-sections.
 
-    python3 tools/train-tiny/ship_models.py --mlm DIR --sections DIR [--tokenizer models/tiny-en] [--out models]
+    python3 tools/train-tiny/ship_models.py [--mlm DIR] [--sections DIR] [--tokenizer models/tiny-en] [--out models]
 
 Each shipped model is what a user downloads from the Hub: config.json (the classifier's with id2label),
 one model.safetensors in float16, and the tokenizer files (spm.model, tokenizer_config.json,
@@ -36,13 +36,15 @@ def ship(model_class, source, tokenizer, destination):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--mlm", type=Path, required=True)
-    parser.add_argument("--sections", type=Path, required=True)
+    parser.add_argument("--mlm", type=Path)
+    parser.add_argument("--sections", type=Path)
     parser.add_argument("--tokenizer", type=Path, default=HERE.parent.parent / "models" / "tiny-en")
     parser.add_argument("--out", type=Path, default=HERE.parent.parent / "models")
     args = parser.parse_args()
-    ship(DebertaV2ForMaskedLM, args.mlm, args.tokenizer, args.out / "tiny-en")
-    ship(DebertaV2ForSequenceClassification, args.sections, args.tokenizer, args.out / "tiny-en-sections")
+    if args.mlm:
+        ship(DebertaV2ForMaskedLM, args.mlm, args.tokenizer, args.out / "tiny-en")
+    if args.sections:
+        ship(DebertaV2ForSequenceClassification, args.sections, args.tokenizer, args.out / "tiny-en-sections")
     return 0
 
 

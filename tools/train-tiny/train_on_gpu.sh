@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# Trains both tiny models on the GPU machine inside one device call (under 10 minutes): masked-LM
-# pretraining of models/tiny-en's backbone, then the section classifier on it. Float32 checkpoints land in
-# OUT/mlm and OUT/sections, the shipped float16 models (ship_models.py) in OUT/models.
-#
-#   tools/train-tiny/train_on_gpu.sh WORK OUT [PRETRAIN_MINUTES] [FINETUNE_MINUTES]
-#
+# Trains both tiny models on the GPU machine, each step inside one device call (under 10 minutes):
+#   tools/train-tiny/train_on_gpu.sh pretrain WORK OUT    masked-LM pretraining (4000 steps), shipped as
+#                                                         OUT/models/tiny-en (float16)
+#   tools/train-tiny/train_on_gpu.sh finetune WORK OUT    the section classifier on models/tiny-en as shipped,
+#                                                         as OUT/models/tiny-en-sections
 # WORK holds corpus/{train,heldout}.ids.npy and corpus/heldout.txt (encode_corpus.py) and
 # sections/{train,heldout}.tsv (build_corpus.py); the tokenizer is models/tiny-en (train_tokenizer.py).
+# The float32 checkpoints and their state files (steps, held-out figures) stay in OUT/mlm and OUT/sections.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-work=$1 out=$2 pretrain_minutes=${3:-6} finetune_minutes=${4:-2}
-tokenizer="$here/../../models/tiny-en"
-python3 "$here/pretrain_mlm.py" --corpus "$work/corpus" --tokenizer "$tokenizer" --out "$out/mlm" \
-  --minutes "$pretrain_minutes"
-python3 "$here/finetune_sections.py" --sections "$work/sections" --backbone "$out/mlm" --tokenizer "$tokenizer" \
-  --out "$out/sections" --minutes "$finetune_minutes"
-python3 "$here/ship_models.py" --mlm "$out/mlm" --sections "$out/sections" --tokenizer "$tokenizer" \
-  --out "$out/models"
+step=$1 work=$2 out=$3
+models="$here/../../models"
+case "$step" in
+  pretrain)
+    python3 "$here/pretrain_mlm.py" --corpus "$work/corpus" --tokenizer "$models/tiny-en" --out "$out/mlm" \
+      --total-steps 4000 --minutes 9
+    python3 "$here/ship_models.py" --mlm "$out/mlm" --tokenizer "$models/tiny-en" --out "$out/models" ;;
+  finetune)
+    python3 "$here/finetune_sections.py" --sections "$work/sections" --backbone "$models/tiny-en" \
+      --out "$out/sections"
+    python3 "$here/ship_models.py" --sections "$out/sections" --tokenizer "$models/tiny-en" --out "$out/models" ;;
+  *) echo "usage: $0 pretrain|finetune WORK OUT" >&2; exit 2 ;;
+esac
