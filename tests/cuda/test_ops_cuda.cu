@@ -86,6 +86,11 @@ TEST_CASE("cuda: CudaPolicy satisfies the policy contract") {
 
 TEST_CASE("cuda vs eigen: gemm with bias and activation epilogue") { ops::gemm_cases(test_seed(), compare_at(kGemm)); }
 
+TEST_CASE("cuda: gemm with float64 sums is the exact result rounded once (fp32)") {
+  ops::gemm_accumulate_f64_cases(
+      test_seed(), [](ops::GemmCase const& c) { ops::check_rounded_once(cuda_policy(fd::DType::kF32), c); });
+}
+
 TEST_CASE("cuda vs eigen: layer_norm with and without residual") {
   ops::layer_norm_cases(test_seed(), compare_at(kLayerNorm));
 }

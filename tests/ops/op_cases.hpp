@@ -105,17 +105,34 @@ struct GemmCase {
   Activation act;
   float alpha;
   std::uint32_t seed;
-  Host a, b, bias_values;  // a (m, k) with row stride k + 3
+  bool accumulate_f64 = false;  // GemmArgs::accumulate_f64
+  Host a, b, bias_values;       // a (m, k) with row stride k + 3
 
   GemmCase(std::int64_t m_, std::int64_t n_, std::int64_t k_, bool bias_, Activation act_, float alpha_,
-           std::uint32_t seed_)
-      : m(m_), n(n_), k(k_), bias(bias_), act(act_), alpha(alpha_), seed(seed_) {
+           std::uint32_t seed_, bool accumulate_f64_ = false)
+      : m(m_), n(n_), k(k_), bias(bias_), act(act_), alpha(alpha_), seed(seed_), accumulate_f64(accumulate_f64_) {
     a = random_values(static_cast<std::size_t>(m * (k + 3)), 1.0f, seed);
     b = random_values(static_cast<std::size_t>(n * k), 1.0f / std::sqrt(float(k)), seed + 1);
     bias_values = random_values(static_cast<std::size_t>(n), 0.1f, seed + 2);
   }
 
-  std::string name() const { return "gemm " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k); }
+  std::string name() const {
+    return std::string(accumulate_f64 ? "gemm (float64 sums) " : "gemm ") + std::to_string(m) + "x" +
+           std::to_string(n) + "x" + std::to_string(k);
+  }
+
+  // alpha * a . b^T + bias in float64, no activation (the float64-accumulated cases use none).
+  std::vector<double> exact() const {
+    std::vector<double> out(static_cast<std::size_t>(m * n));
+    for (std::int64_t r = 0; r < m; ++r) {
+      for (std::int64_t c = 0; c < n; ++c) {
+        double sum = 0.0;
+        for (std::int64_t i = 0; i < k; ++i) sum += double(a[r * (k + 3) + i]) * double(b[c * k + i]);
+        out[r * n + c] = double(alpha) * sum + (bias ? double(bias_values[c]) : 0.0);
+      }
+    }
+    return out;
+  }
 
   template <ExecutionPolicy P>
   Host run(P const& p) const {
@@ -128,7 +145,8 @@ struct GemmCase {
             .bias = bias ? bias_buf.data() : nullptr,
             .out = ref(out, m, n),
             .activation = act,
-            .alpha = alpha});
+            .alpha = alpha,
+            .accumulate_f64 = accumulate_f64});
     return down(p, out);
   }
 };

@@ -61,6 +61,34 @@ void gemm_cases(std::uint32_t seed, Check&& check) {
   }
 }
 
+// GemmArgs::accumulate_f64 (the masked-LM decoder): large sums, where float32 accumulation is visibly off,
+// with and without bias and alpha; the vocabulary-sized one spans several of Eigen's float64 blocks.
+template <class Check>
+void gemm_accumulate_f64_cases(std::uint32_t seed, Check&& check) {
+  for (auto const& c : {GemmCase(3, 5, 7, false, Activation::kIdentity, 1.0f, seed, true),
+                        GemmCase(33, 4100, 256, true, Activation::kIdentity, 1.0f, seed + 10, true),
+                        GemmCase(17, 300, 768, true, Activation::kIdentity, 0.5f, seed + 20, true)}) {
+    check(c);
+  }
+}
+
+// A float64-accumulated gemm is its exact result rounded once: within 1.2 float32 ulp of it everywhere (a
+// float32 sum over K = 256 drifts well past that).
+template <ExecutionPolicy P>
+void check_rounded_once(P const& p, GemmCase const& c) {
+  Host const ours = c.run(p);
+  std::vector<double> const exact = c.exact();
+  REQUIRE(ours.size() == exact.size());
+  double worst_ulps = 0.0;
+  for (std::size_t i = 0; i < ours.size(); ++i) {
+    double const ulp = std::max(std::ldexp(std::abs(exact[i]), -23), 1e-30);
+    double const ulps = std::abs(double(ours[i]) - exact[i]) / ulp;
+    if (!(ulps <= worst_ulps)) worst_ulps = std::isnan(ulps) ? INFINITY : ulps;
+  }
+  MESSAGE(c.name() << ": worst error " << worst_ulps << " float32 ulp of the float64 result");
+  CHECK(worst_ulps <= 1.2);
+}
+
 template <class Check>
 void layer_norm_cases(std::uint32_t seed, Check&& check) {
   for (std::int64_t cols : {96, 768, 1536}) {

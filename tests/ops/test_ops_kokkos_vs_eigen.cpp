@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 
+#include "flashdeberta/eigen/eigen_policy.hpp"
 #include "flashdeberta/kokkos/kokkos_policy.hpp"
 #include "op_suite.hpp"
 
@@ -44,6 +45,14 @@ TEST_CASE("kokkos: KokkosPolicy satisfies the policy contract") {
 }
 
 TEST_CASE("kokkos vs eigen: gemm with bias and activation epilogue") { ops::gemm_cases(kSeed, compare_at(2e-6)); }
+
+TEST_CASE("kokkos and eigen: gemm with float64 sums is the exact result rounded once") {
+  fd::EigenPolicy const eigen(2);
+  ops::gemm_accumulate_f64_cases(kSeed, [&](ops::GemmCase const& c) {
+    ops::check_rounded_once(kokkos_policy(), c);
+    ops::check_rounded_once(eigen, c);
+  });
+}
 
 TEST_CASE("kokkos vs eigen: layer_norm with and without residual") { ops::layer_norm_cases(kSeed, compare_at(1e-6)); }
 

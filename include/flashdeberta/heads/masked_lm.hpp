@@ -133,7 +133,8 @@ class MaskedLMHead {
       p.gemm({.a = rows_of(normalized, m, width_),
               .b = decoder,
               .bias = bias_.data(),
-              .out = rows_of(logits.values, m, vocab_)});
+              .out = rows_of(logits.values, m, vocab_),
+              .accumulate_f64 = true});
       p.fence();
     }
     DeviceHeadOutput<P> out;

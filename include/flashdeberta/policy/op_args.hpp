@@ -35,6 +35,11 @@ struct GemmArgs {
   MatrixRef out;
   Activation activation = Activation::kIdentity;
   float alpha = 1.0f;
+  // Float32 operands, sums (and the bias) in float64, one rounding at the end; F32 outputs only (the 16-bit
+  // dtypes already accumulate in float32 and ignore it). For the masked-LM decoder: a trained model's logits
+  // reach about 20, where a float32 sum over the E products alone drifts about 1e-5 from float64 (HF's own
+  // float32 is 1.03e-5 off on models/tiny-en), more than our parity bound.
+  bool accumulate_f64 = false;
 };
 
 // out (M, N) = LayerNorm(x + residual) * gamma + beta over each row; residual may be empty.

@@ -29,6 +29,7 @@
 #include "flashdeberta/cuda/kernels/conv1d.cuh"
 #include "flashdeberta/cuda/kernels/elementwise.cuh"
 #include "flashdeberta/cuda/kernels/embedding.cuh"
+#include "flashdeberta/cuda/kernels/gemm_f64.cuh"
 #include "flashdeberta/cuda/kernels/layer_norm.cuh"
 #include "flashdeberta/cuda/pinned_staging.hpp"
 #include "flashdeberta/policy/concepts.hpp"
@@ -254,6 +255,10 @@ class CudaPolicy {
                                                                                    << dtype_name(g.b.dtype) << ", out "
                                                                                    << dtype_name(g.out.dtype));
     context_->activate();
+    if (g.accumulate_f64 && g.out.dtype == DType::kF32) {
+      cuda_kernels::gemm_accumulate_f64(g, stream());
+      return;
+    }
     using Fused = cuda_detail::CublasLtGemm::FusedActivation;
     Fused fused = Fused::kNone;
     if (g.activation == Activation::kRelu) fused = Fused::kRelu;

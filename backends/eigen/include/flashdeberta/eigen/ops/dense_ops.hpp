@@ -1,6 +1,7 @@
 // Eigen/OpenMP implementations of the dense operations: GEMM with epilogue, LayerNorm, embedding, conv1d.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -40,6 +41,25 @@ inline void apply_bias_activation(MatrixRef const& out, float const* bias, Activ
   }
 }
 
+// GemmArgs::accumulate_f64: b converted to float64 a block of its rows at a time (a whole 128k-word
+// embedding table would take 0.8 GB in float64), the block's products, alpha and bias in float64, then one
+// rounding to float32.
+inline void gemm_accumulate_f64(GemmArgs const& g, int threads) {
+  constexpr std::int64_t kBlockRows = 2048;
+  Eigen::MatrixXd const a = cmap(g.a).cast<double>();
+  auto out = map(g.out);
+  auto const* bias = static_cast<float const*>(g.bias);
+  for (std::int64_t n0 = 0; n0 < g.b.rows; n0 += kBlockRows) {
+    std::int64_t const rows = std::min(kBlockRows, g.b.rows - n0);
+    Eigen::MatrixXd const b = cmap(g.b).middleRows(n0, rows).cast<double>();
+    Eigen::MatrixXd product = static_cast<double>(g.alpha) * (a * b.transpose());
+    if (bias != nullptr)
+      product.rowwise() += Eigen::Map<Eigen::VectorXf const>(bias + n0, rows).cast<double>().transpose();
+    out.middleCols(n0, rows) = product.cast<float>();
+  }
+  apply_bias_activation(g.out, nullptr, g.activation, threads);
+}
+
 inline void gemm(GemmArgs const& g, int threads) {
   require_f32(g.a, "gemm input");
   require_f32(g.b, "gemm weight");
@@ -48,6 +68,10 @@ inline void gemm(GemmArgs const& g, int threads) {
                        "gemm shapes do not agree: a (" << g.a.rows << ", " << g.a.cols << "), b (" << g.b.rows << ", "
                                                        << g.b.cols << "), out (" << g.out.rows << ", " << g.out.cols
                                                        << ")");
+  if (g.accumulate_f64) {
+    gemm_accumulate_f64(g, threads);
+    return;
+  }
   auto out = map(g.out);
   if (g.alpha == 1.0f) {
     out.noalias() = cmap(g.a) * cmap(g.b).transpose();

@@ -28,6 +28,29 @@ struct GemmTile {
 };
 static_assert(GemmTile::is_valid());
 
+// GemmArgs::accumulate_f64: one output per thread, its products, alpha and bias summed in float64 and rounded
+// once. Only the masked-LM decoder asks for it, over the rows it computes.
+template <class ExecSpace>
+void gemm_accumulate_f64(ExecSpace const& space, Strided<float const> const& a, Strided<float const> const& b,
+                         Strided<float> const& out, GemmArgs const& g) {
+  auto const* bias = static_cast<float const*>(g.bias);  // (N) or null
+  Activation const act = g.activation;
+  double const alpha = g.alpha;
+  std::int64_t const n = out.cols;
+  std::int64_t const k = a.cols;
+  Kokkos::parallel_for(
+      "flashdeberta::gemm_accumulate_f64", Kokkos::RangePolicy<ExecSpace>(space, 0, out.rows * n),
+      KOKKOS_LAMBDA(std::int64_t idx) {
+        std::int64_t const r = idx / n;
+        std::int64_t const c = idx % n;
+        double sum = 0.0;
+        for (std::int64_t kk = 0; kk < k; ++kk) sum += static_cast<double>(a(r, kk)) * static_cast<double>(b(c, kk));
+        sum *= alpha;
+        if (bias != nullptr) sum += static_cast<double>(bias[c]);
+        out(r, c) = apply_activation(act, static_cast<float>(sum));
+      });
+}
+
 template <class ExecSpace>
 void gemm(ExecSpace const& space, GemmArgs const& g) {
   using Tile = GemmTile;
@@ -44,6 +67,10 @@ void gemm(ExecSpace const& space, GemmArgs const& g) {
   std::int64_t const n = out.cols;
   std::int64_t const k = a.cols;
   if (m == 0 || n == 0) return;
+  if (g.accumulate_f64) {
+    gemm_accumulate_f64(space, a, b, out, g);
+    return;
+  }
   auto const* bias = static_cast<float const*>(g.bias);  // (N) or null
   Activation const act = g.activation;
   float const alpha = g.alpha;
