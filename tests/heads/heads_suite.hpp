@@ -1,5 +1,6 @@
 // Golden tests of the heads, written once for any policy: every case under tests/fixtures/heads
-// (make_head_fixtures.py: HF in float64) plus tests/fixtures/v3_prefixed (a legacy v3 masked LM),
+// (make_head_fixtures.py: HF in float64), tests/fixtures/v3_prefixed (a legacy v3 masked LM) and the
+// models we ship (models/, against tests/fixtures/tiny_models),
 // through eager and flash attention, against HF's outputs at the valid positions; then the errors a
 // user meets (a missing head tensor, a misshapen classifier, multiple choice on v1, left padding under
 // a pooler).
@@ -137,7 +138,7 @@ void check_head_case_with(P const& policy, HeadCase const& c, std::filesystem::p
 template <ExecutionPolicy P>
 void check_head_fixture(P const& policy, std::filesystem::path const& dir, std::filesystem::path const& model_dir = {},
                         std::string const& from = {}) {
-  ModelConfig const config = load_model_config(dir);
+  ModelConfig const config = load_model_config(model_dir.empty() ? dir : model_dir);
   HeadKind const kind = head_kind_from_config(config);
   REQUIRE(kind != HeadKind::kBase);
   HeadCase const c = read_head_case(dir);
@@ -152,12 +153,23 @@ void check_head_fixture(P const& policy, std::filesystem::path const& dir, std::
   }
 }
 
+// The models we ship (models/tiny-en, models/tiny-en-sections: trained weights, float16 storage) against
+// HF's float64 outputs in tests/fixtures/tiny_models/<model> (make_tiny_model_fixtures.py).
+inline std::vector<std::string> shipped_model_names() { return {"tiny-en", "tiny-en-sections"}; }
+
 template <ExecutionPolicy P>
 void run_head_golden_suite(P const& policy) {
   auto const dirs = head_fixture_directories();
   REQUIRE_MESSAGE(dirs.size() > 1, "no head fixtures under " << heads_fixture_dir().string());
   for (auto const& dir : dirs) {
     SUBCASE(dir.filename().string().c_str()) { check_head_fixture(policy, dir); }
+  }
+  std::filesystem::path const fixtures = std::filesystem::path(FLASHDEBERTA_FIXTURE_DIR);
+  for (std::string const& name : shipped_model_names()) {
+    SUBCASE(("shipped " + name).c_str()) {
+      check_head_fixture(policy, fixtures / "tiny_models" / name,
+                         fixtures.parent_path().parent_path() / "models" / name, " (shipped)");
+    }
   }
 }
 

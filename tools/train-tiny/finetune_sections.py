@@ -16,7 +16,6 @@ Recipe: DebertaV2ForSequenceClassification on the backbone (pooler and classifie
 actually run against the schedule's total).
 """
 import argparse
-import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import torch
 from transformers import DebertaV2ForSequenceClassification, DebertaV2Tokenizer
 
+from checkpoints import save_checkpoint
 from heldout_protocol import read_sections
 
 MAX_TOKENS = 256
@@ -106,10 +106,7 @@ def main():
              "heldout": {"texts": len(held_labels), "accuracy": accuracy(model, held_ids, held_mask, held_targets),
                          "majority_class": majority[0], "majority_baseline": majority[1] / len(held_labels),
                          "counts": dict(sorted(counts.items()))}}
-    args.out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(args.out), max_shard_size="15MB")
-    (args.out / "finetune_state.json").write_text(json.dumps(state, indent=1) + "\n")
-    print(json.dumps(state), flush=True)
+    save_checkpoint(model, args.out, "finetune_state.json", state)
     return 0
 
 

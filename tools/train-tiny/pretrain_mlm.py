@@ -33,6 +33,8 @@ import numpy as np
 import torch
 from transformers import DebertaV2Config, DebertaV2ForMaskedLM, DebertaV2Tokenizer
 
+from checkpoints import save_checkpoint
+
 SEQ = 128
 BATCH = 256
 PEAK_LR = 1e-3
@@ -187,10 +189,7 @@ def main():
     state = {"step": step, "total_steps": total_steps, "tokens_seen": step * BATCH * SEQ, "heldout": figures,
              "seed": args.seed, "last_loss": float(np.mean(losses[-200:])) if losses else None,
              "seconds": round(time.monotonic() - start_time)}
-    args.out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(args.out), max_shard_size="15MB")
-    (args.out / "train_state.json").write_text(json.dumps(state, indent=1) + "\n")
-    print(json.dumps(state), flush=True)
+    save_checkpoint(model, args.out, "train_state.json", state)
     return 0
 
 
