@@ -71,8 +71,9 @@ int fill_mask_command(std::span<char const* const> args) {
       rows[i].insert(rows[i].end(), logits.values.begin() + r * vocab, logits.values.begin() + (r + 1) * vocab);
     }
     for (std::size_t i = 0; i < texts.size(); ++i) {
-      auto const predictions = pipelines::fill_mask(encodings[i].input_ids, masks[i], rows[i], vocab,
-                                                    static_cast<std::size_t>(options->top_k), pad_id, decode);
+      auto const predictions =
+          pipelines::fill_mask(encodings[i].input_ids, masks[i], rows[i], vocab,
+                               static_cast<std::size_t>(options->top_k.value_or(5)), pad_id, decode);
       nlohmann::ordered_json line;
       line["text"] = texts[i];
       nlohmann::ordered_json all = nlohmann::ordered_json::array();

@@ -126,13 +126,14 @@ std::optional<PipelineOptions> parse_pipeline_options(std::string_view command, 
                            name == "threads" || name == "max-tokens" || name == "tokenizer" || name == "batch-size";
     bool const is_extra =
         std::any_of(extras.begin(), extras.end(), [&](ExtraOption const& e) { return e.name == name; });
-    if (!is_common && !is_extra && name != "progress") {
+    bool const is_flag = name == "progress" || name == "timing";
+    if (!is_common && !is_extra && !is_flag) {
       usage_fail(command, "unknown option '--" + name + "' for '" + std::string(command) + "'");
     }
     if (!seen.insert(name).second) usage_fail(command, "option --" + name + " is given twice");
-    if (name == "progress") {
-      if (eq != std::string_view::npos) usage_fail(command, "option --progress takes no value");
-      o.progress = true;
+    if (is_flag) {
+      if (eq != std::string_view::npos) usage_fail(command, "option --" + name + " takes no value");
+      (name == "progress" ? o.progress : o.timing) = true;
       continue;
     }
     std::string value;
@@ -185,6 +186,7 @@ std::string pipeline_common_help() {
          ");\n"
          "                       a text of more than 64 x N bytes is refused before it is tokenized\n"
          "  --progress           progress bar on stderr (shown anyway for TEXT arguments at a terminal)\n"
+         "  --timing             the load time, and the texts' time and rate at the end, on stderr\n"
          "\n"
          "Output: one JSON object per line on stdout. Errors: one line on stderr starting with\n"
          "'flashdeberta: error:', exit status 2 for usage errors (a checkpoint without the head the command\n"
@@ -192,6 +194,7 @@ std::string pipeline_common_help() {
 }
 
 Pipeline::Pipeline(PipelineOptions const& options, HeadKind head, std::string_view command) {
+  auto const start = std::chrono::steady_clock::now();
   config_ = read_model_config(options.common.model);
   config_path_ = options.common.model / "config.json";
   HeadKind const found = head_kind_from_config(config_);
@@ -207,6 +210,10 @@ Pipeline::Pipeline(PipelineOptions const& options, HeadKind head, std::string_vi
   tokenizer_.emplace(tokenizer::load_tokenizer(options.tokenizer.value_or(options.common.model)));
   backend_ = std::make_unique<Backend>(options.common);
   model_ = backend_->load(options.common.model, config_, head);
+  if (options.timing) {
+    std::chrono::duration<double, std::milli> const load = std::chrono::steady_clock::now() - start;
+    std::fprintf(stderr, "flashdeberta: loaded %s in %.1f ms\n", options.common.model.string().c_str(), load.count());
+  }
 }
 
 Pipeline::~Pipeline() {
@@ -288,6 +295,8 @@ std::vector<std::vector<float>> rows_by_sequence(HostHeadTensor const& t, std::s
 
 void for_each_batch(PipelineOptions const& options,
                     std::function<void(std::vector<std::string> const& texts, std::size_t first)> const& run) {
+  using Clock = std::chrono::steady_clock;
+  auto const start = Clock::now();
   bool const from_args = !options.texts.empty();
   // A bar by default only for texts given as arguments at a terminal: lines typed at one are answered
   // one by one, and a bar between them would only get in the way.
@@ -321,6 +330,12 @@ void for_each_batch(PipelineOptions const& options,
   }
   flush();
   progress.advance(0, true);
+  if (options.timing) {
+    std::chrono::duration<double, std::milli> const time = Clock::now() - start;
+    std::size_t const count = next - 1;
+    std::fprintf(stderr, "flashdeberta: %zu text%s in %.1f ms (%.1f texts/s)\n", count, count == 1 ? "" : "s",
+                 time.count(), time.count() > 0.0 ? 1000.0 * static_cast<double>(count) / time.count() : 0.0);
+  }
 }
 
 bool read_bounded_line(std::istream& in, std::string& line, std::size_t limit, std::size_t index,

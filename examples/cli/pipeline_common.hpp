@@ -30,8 +30,9 @@ struct PipelineOptions {
   std::optional<std::filesystem::path> tokenizer;  // default: --model
   std::vector<std::string> texts;                  // empty: one text per line of stdin
   bool progress = false;                           // --progress
+  bool timing = false;                             // --timing: load and run times on stderr
   std::int64_t batch_size = 8;
-  std::int64_t top_k = 5;               // fill-mask
+  std::optional<std::int64_t> top_k;    // fill-mask (default 5), classify (default: every label)
   std::optional<std::string> question;  // qa
   std::optional<std::string> context;   // qa
 };

@@ -116,6 +116,21 @@ inline std::vector<io::Json> json_lines(std::string const& out) {
   return lines;
 }
 
+// A run expected to succeed with one JSON line per text: the run, and its lines once the exit status and
+// their count are checked.
+struct CliLines {
+  CliResult result;
+  std::vector<io::Json> lines;
+};
+inline CliLines run_cli_lines(std::vector<std::string> const& args, std::size_t expected_lines) {
+  CliLines run{run_cli(args), {}};
+  CAPTURE(run.result.err);
+  REQUIRE(run.result.status == 0);
+  run.lines = json_lines(run.result.out);
+  REQUIRE(run.lines.size() == expected_lines);
+  return run;
+}
+
 // The padded integer fields of a fixture's expected.safetensors as an input file: [B][L] lists.
 inline std::string input_json_from_fixture(std::filesystem::path const& dir, bool with_token_types = true) {
   SafetensorsFile const file = SafetensorsFile::open(dir / "expected.safetensors");

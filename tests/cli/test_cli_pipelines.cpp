@@ -16,6 +16,7 @@
 using flashdeberta::testing::CliResult;
 using flashdeberta::testing::json_lines;
 using flashdeberta::testing::run_cli;
+using flashdeberta::testing::run_cli_lines;
 using flashdeberta::testing::run_cli_stdin;
 using flashdeberta::testing::ScratchDir;
 using flashdeberta::testing::shell_quote;
@@ -121,11 +122,7 @@ TEST_CASE("classify matches HF's text-classification pipeline (top_k None), soft
     std::vector<std::string> args = base_args("classify", "classify");
     args.insert(args.end(), {"--batch-size", "3", "--"});
     args.insert(args.end(), texts.begin(), texts.end());
-    CliResult const r = run_cli(args);
-    CAPTURE(r.err);
-    REQUIRE(r.status == 0);
-    auto const lines = json_lines(r.out);
-    REQUIRE(lines.size() == texts.size());
+    auto const lines = run_cli_lines(args, texts.size()).lines;
     for (std::size_t i = 0; i < lines.size(); ++i) {
       CAPTURE(texts[i]);
       CHECK(lines[i]["text"] == texts[i]);
@@ -149,6 +146,24 @@ TEST_CASE("classify matches HF's text-classification pipeline (top_k None), soft
     CHECK(with_bar.status == 0);
     CHECK(with_bar.out == from_stdin.out);
     CHECK(with_bar.err.find(std::to_string(texts.size()) + " texts") != std::string::npos);
+  }
+  SUBCASE("--top-k keeps the best labels (HF's top_k), --timing reports on stderr only") {
+    std::vector<std::string> args = base_args("classify", "classify");
+    args.insert(args.end(), {"--top-k", "2", "--timing", "--"});
+    args.insert(args.end(), texts.begin(), texts.end());
+    auto const [r, lines] = run_cli_lines(args, texts.size());
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      json want = doc["inputs"][i]["output"];
+      if (want.size() > 2) want.erase(want.begin() + 2, want.end());
+      check_labels(lines[i]["labels"], want);
+    }
+    auto const err = r.err_lines();
+    REQUIRE(err.size() == 2);
+    CHECK(err[0].starts_with("flashdeberta: loaded "));
+    CHECK(err[1].starts_with("flashdeberta: " + std::to_string(texts.size()) + " texts in "));
+    check_one_line_error(run_cli({"classify", "--model", fixture_dir("classify").string(), "--tokenizer",
+                                  tokenizer_dir(), "--timing=1", "x"}),
+                         2, "option --timing takes no value");
   }
   SUBCASE("problem_type multi_label_classification: a sigmoid per label") {
     ScratchDir const dir;
@@ -234,6 +249,32 @@ TEST_CASE("fill-mask: a text without [MASK] is an error naming the text") {
 TEST_CASE("pipeline commands: invalid UTF-8 from stdin names the line") {
   if (!have_fixture("classify")) return;
   check_one_line_error(run_cli_stdin(base_args("classify", "classify"), "fine\n\xff\xfe bad\n"), 1, "text 2:");
+}
+
+// The models of the quick start (models/, trained by tools/train-tiny/): what a newcomer sees first must stay
+// sensible. Their outputs match HF's at 1e-5 (tests/heads); these answers are the ones scripts/quickstart.sh shows.
+TEST_CASE("the shipped models give the quick start's answers") {
+  std::filesystem::path const models =
+      std::filesystem::path(FLASHDEBERTA_FIXTURE_DIR).parent_path().parent_path() / "models";
+  auto const filled = run_cli_lines({"fill-mask", "--model", (models / "tiny-en").string(), "--top-k", "3", "--threads",
+                                     "2", "This is a command-line [MASK] for managing packages.",
+                                     "In the beginning God created the heaven and the [MASK]."},
+                                    2)
+                          .lines;
+  CHECK(filled[0]["masks"][0][0]["token_str"] == "tool");
+  CHECK(filled[1]["masks"][0][0]["token_str"] == "earth");
+
+  auto const classified =
+      run_cli_lines({"classify", "--model", (models / "tiny-en-sections").string(), "--top-k", "1", "--threads", "2",
+                     "A fast-paced space shooter with twenty levels, joystick support and a built-in level editor.",
+                     "Python bindings for the libzstd compression library, for use in Python 3 programs.",
+                     "A small web server with support for CGI scripts, virtual hosts and TLS."},
+                    3)
+          .lines;
+  CHECK(classified[0]["labels"][0]["label"] == "games");
+  CHECK(classified[1]["labels"][0]["label"] == "language-ecosystems");
+  CHECK(classified[2]["labels"][0]["label"] == "network");
+  CHECK(classified[0]["labels"].size() == 1);
 }
 
 #endif  // FLASHDEBERTA_WITH_SENTENCEPIECE
