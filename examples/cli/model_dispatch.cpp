@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -11,9 +12,8 @@
 #include "flashdeberta/model/deberta_model.hpp"
 #include "flashdeberta/variant/dispatch.hpp"
 
-// CMake links flashdeberta::kokkos and defines FLASHDEBERTA_CLI_WITH_KOKKOS when the Kokkos backend is
-// configured; the header test lets the CLI build while that backend is still being written.
-#if defined(FLASHDEBERTA_CLI_WITH_KOKKOS) && __has_include(<flashdeberta/kokkos/kokkos_policy.hpp>)
+// CMake links flashdeberta::kokkos and flashdeberta::cuda and defines these when the build has the backend.
+#if defined(FLASHDEBERTA_CLI_WITH_KOKKOS)
 #define FLASHDEBERTA_CLI_HAS_KOKKOS 1
 #include <Kokkos_Core.hpp>
 
@@ -22,10 +22,11 @@
 #define FLASHDEBERTA_CLI_HAS_KOKKOS 0
 #endif
 
-// CMake adds model_dispatch_cuda.cu and defines FLASHDEBERTA_CLI_WITH_CUDA when the build has CUDA.
 #if defined(FLASHDEBERTA_CLI_WITH_CUDA)
 #define FLASHDEBERTA_CLI_HAS_CUDA 1
-#include "model_dispatch_cuda.hpp"
+#include <cuda_runtime_api.h>
+
+#include "flashdeberta/cuda/cuda_policy.hpp"
 #else
 #define FLASHDEBERTA_CLI_HAS_CUDA 0
 #endif
@@ -52,13 +53,76 @@ using AnyPolicy = std::variant<EigenPolicy
                                ,
                                KokkosPolicy<>
 #endif
+#if FLASHDEBERTA_CLI_HAS_CUDA
+                               ,
+                               CudaPolicy
+#endif
                                >;
+
+#if FLASHDEBERTA_CLI_HAS_CUDA
+// Two events on a model's stream, created once per model: bench times every forward with them.
+class EventPair {
+ public:
+  EventPair() {
+    FLASHDEBERTA_CUDA_CHECK(cudaEventCreate(&start_));
+    FLASHDEBERTA_CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  EventPair(EventPair const&) = delete;
+  EventPair& operator=(EventPair const&) = delete;
+  ~EventPair() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+
+  // One forward timed on the stream (input uploads included: forward ends fenced) and the device memory
+  // it used beyond `weights_bytes`.
+  template <class Model>
+  DeviceRun time(Model const& model, Batch const& batch, std::size_t weights_bytes) const {
+    CudaPolicy const& p = model.policy();
+    p.reset_peak_memory();
+    FLASHDEBERTA_CUDA_CHECK(cudaEventRecord(start_, p.stream()));
+    {
+      auto const out = model.forward(batch);
+      FLASHDEBERTA_CUDA_CHECK(cudaEventRecord(stop_, p.stream()));
+    }
+    FLASHDEBERTA_CUDA_CHECK(cudaEventSynchronize(stop_));
+    float ms = 0.0f;
+    FLASHDEBERTA_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    std::size_t const peak = p.memory_stats().peak_in_use_bytes;
+    return DeviceRun{static_cast<double>(ms),
+                     static_cast<std::int64_t>(peak > weights_bytes ? peak - weights_bytes : 0)};
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+// A CudaPolicy on device 0, refused with the reason when the machine has no CUDA device.
+CudaPolicy start_cuda(DType dtype) {
+  int devices = 0;
+  cudaError_t const status = cudaGetDeviceCount(&devices);
+  FLASHDEBERTA_REQUIRE(status == cudaSuccess && devices > 0,
+                       "--backend cuda: no CUDA device available ("
+                           << (status == cudaSuccess ? "none found" : cudaGetErrorString(status)) << ")");
+  return CudaPolicy(CudaOptions{.dtype = dtype});  // computes in fp32, bf16 or fp16
+}
+
+template <class P>
+inline constexpr bool kIsCuda = std::is_same_v<P, CudaPolicy>;
+#else
+template <class P>
+inline constexpr bool kIsCuda = false;
+#endif
 
 template <Variant V, ExecutionPolicy P>
 class TypedModel final : public LoadedModel {
  public:
   TypedModel(P const& policy, std::filesystem::path const& directory, ModelOptions options)
-      : model_(DebertaModel<V, P>::load(policy, directory, options)) {}
+      : model_(DebertaModel<V, P>::load(policy, directory, options)) {
+#if FLASHDEBERTA_CLI_HAS_CUDA
+    if constexpr (kIsCuda<P>) weights_bytes_ = policy.memory_stats().in_use_bytes;
+#endif
+  }
 
   std::vector<float> forward_to_host(Batch const& batch) const override { return model_.forward_to_host(batch); }
   void forward(Batch const& batch) const override { (void)model_.forward(batch); }
@@ -67,9 +131,20 @@ class TypedModel final : public LoadedModel {
     out.tensors.push_back(last_hidden_state_tensor(model_.forward_to_host(batch), model_.config().hidden_size));
     return out;
   }
+  std::optional<DeviceRun> device_forward(Batch const& batch) const override {
+#if FLASHDEBERTA_CLI_HAS_CUDA
+    if constexpr (kIsCuda<P>) return events_.time(model_, batch, weights_bytes_);
+#endif
+    (void)batch;
+    return std::nullopt;
+  }
 
  private:
   DebertaModel<V, P> model_;
+#if FLASHDEBERTA_CLI_HAS_CUDA
+  std::size_t weights_bytes_ = 0;
+  std::conditional_t<kIsCuda<P>, EventPair, std::monostate> events_;
+#endif
 };
 
 template <Variant V, ExecutionPolicy P, template <class> class Head>
@@ -122,9 +197,6 @@ std::string_view variant_name(ModelConfig const& config) {
 struct Backend::State {
   std::shared_ptr<void> runtime;  // declared before the policy, so destroyed after it
   std::optional<AnyPolicy> policy;
-#if FLASHDEBERTA_CLI_HAS_CUDA
-  std::unique_ptr<CudaBackend> cuda;  // set instead of policy for --backend cuda
-#endif
   AttentionImpl attention = AttentionImpl::kFlash;
 };
 
@@ -134,12 +206,6 @@ Backend::Backend(CommonOptions const& options) : state_(std::make_unique<State>(
   if (!backend_compiled_in(options.backend)) {
     throw UsageError("--backend " + name + ": this build has no " + (name == "cuda" ? "CUDA" : "Kokkos") + " backend");
   }
-#if FLASHDEBERTA_CLI_HAS_CUDA
-  if (options.backend == BackendKind::kCuda) {
-    state_->cuda = start_cuda_backend(options.dtype);  // CudaPolicy computes in fp32, bf16 and fp16
-    return;
-  }
-#endif
   switch (options.backend) {
     case BackendKind::kEigen:
       state_->policy.emplace(std::in_place_type<EigenPolicy>, options.threads);
@@ -148,6 +214,11 @@ Backend::Backend(CommonOptions const& options) : state_(std::make_unique<State>(
     case BackendKind::kKokkos:
       state_->runtime = start_kokkos(options.threads);
       state_->policy.emplace(std::in_place_type<KokkosPolicy<>>);
+      break;
+#endif
+#if FLASHDEBERTA_CLI_HAS_CUDA
+    case BackendKind::kCuda:
+      state_->policy.emplace(start_cuda(options.dtype));
       break;
 #endif
     default:
@@ -165,9 +236,6 @@ Backend::~Backend() = default;
 
 std::unique_ptr<LoadedModel> Backend::load(std::filesystem::path const& directory, ModelConfig const& config,
                                            HeadKind head) const {
-#if FLASHDEBERTA_CLI_HAS_CUDA
-  if (state_->cuda) return state_->cuda->load(directory, config, state_->attention, head);
-#endif
   ModelOptions const options{.attention = state_->attention};
   return std::visit(
       [&]<ExecutionPolicy P>(P const& policy) {
@@ -182,12 +250,11 @@ std::unique_ptr<LoadedModel> Backend::load(std::filesystem::path const& director
 }
 
 int Backend::threads() const {
-#if FLASHDEBERTA_CLI_HAS_CUDA
-  if (state_->cuda) return 1;  // one host thread drives the device
-#endif
   return std::visit(
-      [](auto const& policy) -> int {
-        if constexpr (requires { policy.threads(); }) {
+      []<class P>(P const& policy) -> int {
+        if constexpr (kIsCuda<P>) {
+          return 1;  // one host thread drives the device
+        } else if constexpr (requires { policy.threads(); }) {
           return policy.threads();
         } else {
           return static_cast<int>(policy.space().concurrency());  // Kokkos: threads come from initialization

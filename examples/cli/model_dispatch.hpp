@@ -1,7 +1,7 @@
 // The CLI's one crossing from run time to compile time: --backend picks the policy, config.json picks the
 // variant, --head (or config.json's architectures) the head, and the commands see the resulting
 // DebertaModel<V, P> or DebertaWith<V, P, Head> through a small interface, so only model_dispatch.cpp
-// (and model_dispatch_cuda.cu) instantiate the model templates.
+// instantiates the model templates (for CudaPolicy too: its header is host C++).
 #pragma once
 
 #include <cstdint>

@@ -6,7 +6,8 @@
 // Every operation is enqueued on the policy's stream without synchronizing; upload (weights), download
 // and fence synchronize; upload_indices does not. While the stream is being captured into a CUDA graph
 // (CudaGraphForward), the synchronizing calls and the staged index uploads throw instead of breaking the
-// capture. This header holds device code: include it from CUDA translation units (nvcc) only.
+// capture. This header is host C++: any translation unit may include it (g++, clang++ or nvcc); the
+// kernels it launches are compiled once, by nvcc, behind kernels/launch.hpp.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -21,16 +22,11 @@
 #include <utility>
 #include <vector>
 
-#include "flashdeberta/cuda/attention/dispatch.cuh"
 #include "flashdeberta/cuda/caching_allocator.hpp"
 #include "flashdeberta/cuda/cublaslt_gemm.hpp"
 #include "flashdeberta/cuda/cuda_buffer.hpp"
 #include "flashdeberta/cuda/cuda_check.hpp"
-#include "flashdeberta/cuda/kernels/conv1d.cuh"
-#include "flashdeberta/cuda/kernels/elementwise.cuh"
-#include "flashdeberta/cuda/kernels/embedding.cuh"
-#include "flashdeberta/cuda/kernels/gemm_f64.cuh"
-#include "flashdeberta/cuda/kernels/layer_norm.cuh"
+#include "flashdeberta/cuda/kernels/launch.hpp"
 #include "flashdeberta/cuda/pinned_staging.hpp"
 #include "flashdeberta/policy/concepts.hpp"
 
@@ -327,12 +323,7 @@ class CudaPolicy {
     context_->activate();
     int const tables = (a.pos_key.empty() ? 0 : 1) + (a.pos_query.empty() ? 0 : 1);
     storage = allocate(tables * layout.rows * layout.ld, a.pos_key.empty() ? a.pos_query.dtype : a.pos_key.dtype);
-    PreparedRelative prepared;
-    cuda_kernels::dispatch_float_type(storage.dtype(), [&]<class T>() {
-      if constexpr (!std::is_same_v<T, float>)
-        prepared = cuda_kernels::build_by_diff_tables_for(a, layout, static_cast<T*>(storage.data()), stream());
-    });
-    return prepared;
+    return cuda_kernels::build_by_diff_tables(a, layout, storage.data(), storage.dtype(), stream());
   }
 
   void disentangled_attention(AttentionArgs const& a) const {

@@ -18,14 +18,9 @@
 
 #include "flashdeberta/cuda/attention/mma.cuh"
 #include "flashdeberta/cuda/cuda_check.hpp"
+#include "flashdeberta/cuda/kernels/launch.hpp"
 
 namespace flashdeberta::cuda_kernels {
-
-struct ByDiffLayout {
-  int offset = 0;         // the row of difference 0
-  std::int64_t rows = 0;  // 2 * offset: differences [-offset, offset)
-  std::int64_t ld = 0;    // elements per row: every head's columns
-};
 
 // A non-saturated tile's window starts at diff_min >= -min(s, L) - (BM + BN) and ends below
 // min(s, L) + 2 (BM + BN) (flash_mma_kernel.cuh); the margin of 2 window heights covers both ends.

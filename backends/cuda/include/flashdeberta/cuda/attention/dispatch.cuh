@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "flashdeberta/cuda/attention/attention_params.cuh"
 #include "flashdeberta/cuda/attention/by_diff_tables.cuh"
@@ -14,15 +15,10 @@
 #include "flashdeberta/cuda/attention/flash_fwd_kernel.cuh"
 #include "flashdeberta/cuda/attention/flash_mma_kernel.cuh"
 #include "flashdeberta/cuda/cuda_check.hpp"
+#include "flashdeberta/cuda/kernels/launch.hpp"
 #include "flashdeberta/policy/op_args.hpp"
 
 namespace flashdeberta::cuda_kernels {
-
-// What the kernels need from the device they run on.
-struct DeviceLimits {
-  std::size_t max_smem_per_block = 48 * 1024;  // opt-in maximum of dynamic shared memory
-  int compute_capability = 0;                  // major * 10 + minor
-};
 
 // fn.template operator()<D>() with D the smallest compiled head size >= head_size: every DeBERTa head
 // size (64 in all official checkpoints; 8 to 128 in the fixtures) runs one of three instantiations.
@@ -123,7 +119,7 @@ inline bool has_prepared_tables(AttentionArgs const& a) {
 // The by-diff tables of a call's relative tables for every sequence length (rows for differences up to the
 // saturation and one window beyond), as CudaPolicy::prepare_relative builds them at load: head size 64,
 // 16-bit tables, sm_80+. Empty when the tensor-core kernel would not read them.
-inline ByDiffLayout prepared_layout(AttentionArgs const& a, DeviceLimits const& limits) {
+ByDiffLayout prepared_layout(AttentionArgs const& a, DeviceLimits const& limits) {
   auto const aligned = [](MatrixRef const& m) {  // the build copies 16-byte vectors
     return m.empty() || (reinterpret_cast<std::uintptr_t>(m.data) % 16 == 0 && m.ld % 8 == 0);
   };
@@ -157,8 +153,20 @@ PreparedRelative build_by_diff_tables_for(AttentionArgs const& a, ByDiffLayout c
   return prepared;
 }
 
+PreparedRelative build_by_diff_tables(AttentionArgs const& a, ByDiffLayout const& layout, void* storage, DType dtype,
+                                      cudaStream_t stream) {
+  FLASHDEBERTA_REQUIRE(dtype == DType::kBF16 || dtype == DType::kF16,
+                       "by-diff tables are built for 16-bit tables only, not " << dtype_name(dtype));
+  PreparedRelative prepared;
+  dispatch_float_type(dtype, [&]<class T>() {
+    if constexpr (!std::is_same_v<T, float>)
+      prepared = build_by_diff_tables_for(a, layout, static_cast<T*>(storage), stream);
+  });
+  return prepared;
+}
+
 // Device workspace bytes attention_flash needs for this call (0: none).
-inline std::size_t attention_workspace_bytes(AttentionArgs const& a, DeviceLimits const& limits) {
+std::size_t attention_workspace_bytes(AttentionArgs const& a, DeviceLimits const& limits) {
   if (a.sequences.total_tokens == 0 || a.sequences.max_seqlen == 0 || !uses_by_diff_tables(a, limits) ||
       has_prepared_tables(a))
     return 0;
@@ -188,8 +196,7 @@ void launch_flash(dim3 grid, AttentionParams const& params, cudaStream_t stream)
 }
 
 // workspace: attention_workspace_bytes(a, limits) bytes of device memory, free for this call's use on stream.
-inline void attention_flash(AttentionArgs const& a, DeviceLimits const& limits, cudaStream_t stream,
-                            void* workspace = nullptr) {
+void attention_flash(AttentionArgs const& a, DeviceLimits const& limits, cudaStream_t stream, void* workspace) {
   if (a.sequences.total_tokens == 0 || a.sequences.max_seqlen == 0) return;
   AttentionParams params = attention_params(a);
   if (flash_mma_applies(a, limits)) {
@@ -240,7 +247,7 @@ inline void attention_flash(AttentionArgs const& a, DeviceLimits const& limits, 
   });
 }
 
-inline void attention_eager(AttentionArgs const& a, DeviceLimits const& limits, cudaStream_t stream) {
+void attention_eager(AttentionArgs const& a, DeviceLimits const& limits, cudaStream_t stream) {
   if (a.sequences.total_tokens == 0 || a.sequences.max_seqlen == 0) return;
   AttentionParams const params = attention_params(a);
   std::size_t const smem = EagerTraits::smem_bytes(a.sequences.max_seqlen, static_cast<int>(a.head_size));

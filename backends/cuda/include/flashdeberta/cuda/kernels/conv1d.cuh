@@ -9,6 +9,7 @@
 
 #include "flashdeberta/cuda/cuda_check.hpp"
 #include "flashdeberta/cuda/kernels/element.cuh"
+#include "flashdeberta/cuda/kernels/launch.hpp"
 #include "flashdeberta/policy/op_args.hpp"
 
 namespace flashdeberta::cuda_kernels {
@@ -51,7 +52,7 @@ __global__ void im2col_kernel(Im2colParams p) {
 }
 
 // columns (T, C * kernel_size), contiguous, in x's dtype.
-inline void im2col(Conv1dArgs const& c, void* columns, cudaStream_t stream) {
+void im2col(Conv1dArgs const& c, void* columns, cudaStream_t stream) {
   if (c.x.rows == 0) return;
   Im2colParams const p{c.x.data,
                        columns,

@@ -7,6 +7,7 @@
 #include "flashdeberta/core/matrix_ref.hpp"
 #include "flashdeberta/cuda/cuda_check.hpp"
 #include "flashdeberta/cuda/kernels/element.cuh"
+#include "flashdeberta/cuda/kernels/launch.hpp"
 #include "flashdeberta/math/activation.hpp"
 
 namespace flashdeberta::cuda_kernels {
@@ -54,7 +55,7 @@ __global__ void bias_activation_vec_kernel(T* out, std::int64_t rows, std::int64
   }
 }
 
-inline void bias_activation(MatrixRef const& out, void const* bias, Activation act, cudaStream_t stream) {
+void bias_activation(MatrixRef const& out, void const* bias, Activation act, cudaStream_t stream) {
   if ((bias == nullptr && act == Activation::kIdentity) || out.rows == 0 || out.cols == 0) return;
   dispatch_float_type(out.dtype, [&]<class T>() {
     constexpr int kThreads = 256;
@@ -80,7 +81,7 @@ __global__ void to_float_kernel(T const* in, float* out, std::int64_t n) {
 }
 
 // out (n floats, device) = in (n elements of dtype, device).
-inline void convert_to_float(void const* in, DType dtype, float* out, std::int64_t n, cudaStream_t stream) {
+void convert_to_float(void const* in, DType dtype, float* out, std::int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   dispatch_float_type(dtype, [&]<class T>() {
     constexpr int kThreads = 256;

@@ -6,6 +6,7 @@
 
 #include "flashdeberta/cuda/cuda_check.hpp"
 #include "flashdeberta/cuda/kernels/element.cuh"
+#include "flashdeberta/cuda/kernels/launch.hpp"
 #include "flashdeberta/policy/op_args.hpp"
 
 namespace flashdeberta::cuda_kernels {
@@ -41,7 +42,7 @@ __global__ void embedding_kernel(EmbeddingParams p) {
   }
 }
 
-inline void embedding(EmbeddingArgs const& e, cudaStream_t stream) {
+void embedding(EmbeddingArgs const& e, cudaStream_t stream) {
   if (e.out.rows == 0) return;
   EmbeddingParams const p{e.ids,
                           e.positions,

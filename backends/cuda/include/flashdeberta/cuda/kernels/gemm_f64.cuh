@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include "flashdeberta/cuda/cuda_check.hpp"
+#include "flashdeberta/cuda/kernels/launch.hpp"
 #include "flashdeberta/math/activation.hpp"
 #include "flashdeberta/policy/op_args.hpp"
 
@@ -14,8 +15,7 @@ namespace flashdeberta::cuda_kernels {
 inline constexpr int kGemmF64Tile = 16;
 
 // out (M, N) = act(alpha * a (M, K) . b (N, K)^T + bias): one output per thread of a kTile x kTile block, the
-// block's a and b tiles staged in shared memory along K. A template, so that every translation unit including
-// this header may instantiate it.
+// block's a and b tiles staged in shared memory along K.
 template <int kTile>
 __global__ void gemm_accumulate_f64_kernel(float const* a, std::int64_t lda, float const* b, std::int64_t ldb,
                                            float* out, std::int64_t ldo, std::int64_t m, std::int64_t n, std::int64_t k,
@@ -42,7 +42,7 @@ __global__ void gemm_accumulate_f64_kernel(float const* a, std::int64_t lda, flo
   out[row * ldo + col] = apply_activation(act, static_cast<float>(sum));
 }
 
-inline void gemm_accumulate_f64(GemmArgs const& g, cudaStream_t stream) {
+void gemm_accumulate_f64(GemmArgs const& g, cudaStream_t stream) {
   FLASHDEBERTA_REQUIRE(g.a.dtype == DType::kF32 && g.b.dtype == DType::kF32 && g.out.dtype == DType::kF32,
                        "a float64-accumulated gemm takes float32 operands");
   std::int64_t const m = g.out.rows;

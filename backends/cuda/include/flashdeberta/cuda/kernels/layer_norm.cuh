@@ -10,6 +10,7 @@
 
 #include "flashdeberta/cuda/cuda_check.hpp"
 #include "flashdeberta/cuda/kernels/element.cuh"
+#include "flashdeberta/cuda/kernels/launch.hpp"
 #include "flashdeberta/policy/op_args.hpp"
 
 namespace flashdeberta::cuda_kernels {
@@ -140,7 +141,7 @@ bool dispatch_row_vectors(std::int64_t vectors, Fn&& fn) {
 
 inline bool aligned16(void const* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-inline void layer_norm(LayerNormArgs const& n, cudaStream_t stream) {
+void layer_norm(LayerNormArgs const& n, cudaStream_t stream) {
   if (n.x.rows == 0) return;
   constexpr std::int64_t kMaxCols = 12 * 1024;  // the row must fit the default 48 KiB of shared memory
   FLASHDEBERTA_REQUIRE(n.x.cols <= kMaxCols,

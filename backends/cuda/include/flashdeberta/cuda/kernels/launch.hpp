@@ -1,0 +1,54 @@
+// The CUDA kernels as the host sees them: one launcher per operation, declared here in plain C++ and
+// compiled once, by nvcc, into the flashdeberta::cuda library (backends/cuda/src/). CudaPolicy calls only
+// these, so any C++ translation unit, compiled by g++ or clang++, can hold a CudaPolicy. The definitions
+// live beside their kernels in the .cuh headers, which only backends/cuda/src/ includes.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "flashdeberta/core/matrix_ref.hpp"
+#include "flashdeberta/policy/op_args.hpp"
+
+namespace flashdeberta::cuda_kernels {
+
+// What the kernels need from the device they run on.
+struct DeviceLimits {
+  std::size_t max_smem_per_block = 48 * 1024;  // opt-in maximum of dynamic shared memory
+  int compute_capability = 0;                  // major * 10 + minor
+};
+
+// A layer's relative table re-indexed by position difference (attention/by_diff_tables.cuh): row
+// offset + d holds the table row of difference d.
+struct ByDiffLayout {
+  int offset = 0;         // the row of difference 0
+  std::int64_t rows = 0;  // 2 * offset: differences [-offset, offset)
+  std::int64_t ld = 0;    // elements per row: every head's columns
+};
+
+// Element-wise (kernels/elementwise.cuh): out = act(out + bias) in place; a 16-bit buffer to float.
+void bias_activation(MatrixRef const& out, void const* bias, Activation act, cudaStream_t stream);
+void convert_to_float(void const* in, DType dtype, float* out, std::int64_t n, cudaStream_t stream);
+
+// kernels/layer_norm.cuh, kernels/embedding.cuh, kernels/conv1d.cuh (columns: (T, C x kernel) im2col).
+void layer_norm(LayerNormArgs const& n, cudaStream_t stream);
+void embedding(EmbeddingArgs const& e, cudaStream_t stream);
+void im2col(Conv1dArgs const& c, void* columns, cudaStream_t stream);
+
+// kernels/gemm_f64.cuh: GemmArgs::accumulate_f64, float32 operands.
+void gemm_accumulate_f64(GemmArgs const& g, cudaStream_t stream);
+
+// Attention (attention/dispatch.cuh). prepared_layout: the by-diff tables CudaPolicy::prepare_relative
+// builds at load for these arguments (rows 0: none apply); build_by_diff_tables writes them into `storage`
+// (tables x rows x ld elements of `dtype`, key table first). attention_workspace_bytes: what
+// attention_flash needs in `workspace` for this call.
+ByDiffLayout prepared_layout(AttentionArgs const& a, DeviceLimits const& limits);
+PreparedRelative build_by_diff_tables(AttentionArgs const& a, ByDiffLayout const& layout, void* storage, DType dtype,
+                                      cudaStream_t stream);
+std::size_t attention_workspace_bytes(AttentionArgs const& a, DeviceLimits const& limits);
+void attention_flash(AttentionArgs const& a, DeviceLimits const& limits, cudaStream_t stream, void* workspace);
+void attention_eager(AttentionArgs const& a, DeviceLimits const& limits, cudaStream_t stream);
+
+}  // namespace flashdeberta::cuda_kernels
