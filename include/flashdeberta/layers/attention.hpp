@@ -13,6 +13,7 @@
 #include "flashdeberta/layers/layer_norm.hpp"
 #include "flashdeberta/math/relative_position.hpp"
 #include "flashdeberta/model/weights.hpp"
+#include "flashdeberta/policy/concepts.hpp"
 #include "flashdeberta/variant/traits.hpp"
 
 namespace flashdeberta {
@@ -83,7 +84,6 @@ class AttentionBlock {
       args.saturation = rel->slots.saturation;
     }
     args.scale = config_.attention_scale();
-    args.prepared = prepared_;
     return args;
   }
 
@@ -104,7 +104,11 @@ class AttentionBlock {
     args.out = rows_of(context, t, a);
     args.sequences = ctx.sequences;
     args.impl = ctx.attention;
-    p.disentangled_attention(args);
+    if constexpr (PreparesRelativeTables<P>) {
+      p.disentangled_attention(args, prepared_);
+    } else {
+      p.disentangled_attention(args);
+    }
 
     auto projected = ctx.activation(h);  // (T, H)
     p.gemm({.a = rows_of(context, t, a), .b = out_.ref(), .bias = out_bias_.data(), .out = rows_of(projected, t, h)});
@@ -139,21 +143,15 @@ class AttentionBlock {
       if (config_.c2p) pos_key_ = project(self + "pos_key_proj.weight", self + "pos_key_proj.bias");
       if (config_.p2c) pos_query_ = project(self + "pos_query_proj.weight", self + "pos_query_proj.bias");
     }
-    // Whatever the policy derives from the tables once (CudaPolicy: the tables re-indexed by position
-    // difference, which its kernel would otherwise rebuild at every call).
-    if constexpr (requires(AttentionArgs const& args, typename P::Buffer& storage) {
-                    { p.prepare_relative(args, storage) } -> std::same_as<PreparedRelative>;
-                  }) {
-      prepared_ = p.prepare_relative(relative_args(&rel), prepared_storage_);
-    }
+    // Whatever the policy derives from the tables once (concepts.hpp, PreparesRelativeTables).
+    if constexpr (PreparesRelativeTables<P>) prepared_ = p.prepare_relative(relative_args(&rel));
     p.fence();
   }
 
   ModelConfig config_;
   Matrix qkv_, out_, pos_key_, pos_query_;
   typename P::Buffer qkv_bias_, out_bias_;
-  typename P::Buffer prepared_storage_;  // owns prepared_'s tables
-  PreparedRelative prepared_;
+  prepared_relative_t<P> prepared_;  // from the policy's prepare_relative at load, when it has one
   LayerNormParams<P> norm_;
 };
 

@@ -84,4 +84,29 @@ concept ReportsAttentionWorkspace = requires(P const& p, AttentionShape const& s
   { p.attention_workspace_bytes(shape) } -> std::convertible_to<std::int64_t>;
 };
 
+// prepare_relative(args): what a policy derives once, at load, from a layer's relative tables (args as the
+// layer's attention calls will carry them, without q, k, v or sequences), as a type of its own: CudaPolicy
+// re-indexes the tables by position difference, which its kernel would otherwise redo at every call.
+// AttentionBlock keeps the result and passes it to every attention call of that layer; policies without the
+// hook run disentangled_attention(args) alone.
+template <class P>
+concept PreparesRelativeTables = requires(P const& p, AttentionArgs const& args,
+                                          typename P::PreparedRelative const& prepared) {
+  { p.prepare_relative(args) } -> std::same_as<typename P::PreparedRelative>;
+  p.disentangled_attention(args, prepared);
+};
+
+// What AttentionBlock keeps of prepare_relative: the policy's type, or nothing.
+template <class P>
+struct PreparedRelativeOf {
+  struct Nothing {};
+  using type = Nothing;
+};
+template <PreparesRelativeTables P>
+struct PreparedRelativeOf<P> {
+  using type = typename P::PreparedRelative;
+};
+template <class P>
+using prepared_relative_t = typename PreparedRelativeOf<P>::type;
+
 }  // namespace flashdeberta

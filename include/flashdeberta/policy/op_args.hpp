@@ -82,17 +82,6 @@ struct Conv1dArgs {
 // with delta(i, j) = relative_index[clamp(p_i - p_j, -saturation, saturation) + saturation], p = positions.
 // Head h of q, k, v occupies columns [h * head_stride, h * head_stride + head_size) of its matrix, so
 // one fused projection can be viewed in place (v1 interleaves q, k, v per head; v2 stacks them).
-// Relative tables a policy derives once from pos_key / pos_query at load (AttentionBlock asks a policy
-// that has prepare_relative(args, storage)); CudaPolicy's are re-indexed by position difference
-// (backends/cuda/.../attention/by_diff_tables.cuh). Empty for policies that derive none.
-struct PreparedRelative {
-  MatrixRef key_by_diff;    // (rows, A): row r holds pos_key's row for difference r - offset
-  MatrixRef query_by_diff;  // (rows, A): the same of pos_query, pre-scaled as the policy's kernel expects
-  std::int64_t offset = 0;  // the row of difference 0
-
-  bool empty() const { return key_by_diff.empty() && query_by_diff.empty(); }
-};
-
 struct AttentionArgs {
   MatrixRef q;  // (T, *)
   MatrixRef k;  // (T, *)
@@ -108,7 +97,6 @@ struct AttentionArgs {
   MatrixRef out;                                 // (T, A), head h at columns h * head_size
   SequenceLayout sequences;
   AttentionImpl impl = AttentionImpl::kFlash;
-  PreparedRelative prepared;  // optional: from the policy's prepare_relative at load
 };
 
 // How q, k and v sit in one fused (T, 3A) projection: v1's in_proj interleaves them per head

@@ -142,11 +142,14 @@ class ProfilingPolicy {
   std::int64_t attention_workspace_bytes(AttentionShape const& shape) const requires ReportsAttentionWorkspace<P> {
     return static_cast<std::int64_t>(inner_.attention_workspace_bytes(shape));
   }
-  PreparedRelative prepare_relative(AttentionArgs const& args, Buffer& storage) const requires
-      requires(P const& p, AttentionArgs const& a, Buffer& b) {
-    p.prepare_relative(a, b);
+  using PreparedRelative = prepared_relative_t<P>;
+  PreparedRelative prepare_relative(AttentionArgs const& args) const requires PreparesRelativeTables<P> {
+    return inner_.prepare_relative(args);
   }
-  { return inner_.prepare_relative(args, storage); }
+  void disentangled_attention(AttentionArgs const& args,
+                              PreparedRelative const& prepared) const requires PreparesRelativeTables<P> {
+    timed(ProfiledOp::kAttention, attention_flops(args), [&] { inner_.disentangled_attention(args, prepared); });
+  }
 
   ProfileReport report() const {
     std::lock_guard<std::mutex> const lock(counters_->mutex);

@@ -313,31 +313,31 @@ class CudaPolicy {
     cuda_kernels::bias_activation(c.out, nullptr, c.activation, stream());
   }
 
-  // At load, per layer (AttentionBlock): the layer's relative tables re-indexed by position difference for
-  // every sequence length (attention/by_diff_tables.cuh), kept in `storage`, so that the attention kernel
-  // does not rebuild them at every call. About 2.4 MB per table for deberta-v3-base in bf16. Empty where the
-  // tensor-core kernel does not apply (fp32, head sizes other than 64, pre-sm_80).
-  PreparedRelative prepare_relative(AttentionArgs const& a, Buffer& storage) const {
+  // What prepare_relative keeps for a layer (PreparesRelativeTables, concepts.hpp): its relative tables
+  // re-indexed by position difference for every sequence length (attention/by_diff_tables.cuh), so that the
+  // attention kernel does not rebuild them at every call; about 2.4 MB per table for deberta-v3-base in bf16.
+  // Empty where the tensor-core kernel does not read them (fp32, head sizes other than 64, before sm_80).
+  struct PreparedRelative {
+    Buffer storage;                     // owns the tables
+    cuda_kernels::ByDiffTables tables;  // into storage
+  };
+
+  PreparedRelative prepare_relative(AttentionArgs const& a) const {
+    PreparedRelative prepared;
     cuda_kernels::ByDiffLayout const layout = cuda_kernels::prepared_layout(a, context_->limits);
-    if (layout.rows == 0) return {};
+    if (layout.rows == 0) return prepared;
     context_->activate();
     int const tables = (a.pos_key.empty() ? 0 : 1) + (a.pos_query.empty() ? 0 : 1);
-    storage = allocate(tables * layout.rows * layout.ld, a.pos_key.empty() ? a.pos_query.dtype : a.pos_key.dtype);
-    return cuda_kernels::build_by_diff_tables(a, layout, storage.data(), storage.dtype(), stream());
+    prepared.storage =
+        allocate(tables * layout.rows * layout.ld, a.pos_key.empty() ? a.pos_query.dtype : a.pos_key.dtype);
+    prepared.tables =
+        cuda_kernels::build_by_diff_tables(a, layout, prepared.storage.data(), prepared.storage.dtype(), stream());
+    return prepared;
   }
 
-  void disentangled_attention(AttentionArgs const& a) const {
-    context_->activate();
-    if (a.impl == AttentionImpl::kEager) {
-      cuda_kernels::attention_eager(a, context_->limits, stream());
-    } else {
-      // by-diff relative tables (a few MB), returned to the cache right after: later work on the stream
-      // is ordered behind the kernel that reads them
-      std::size_t const bytes = cuda_kernels::attention_workspace_bytes(a, context_->limits);
-      Buffer workspace;
-      if (bytes > 0) workspace = allocate(static_cast<std::int64_t>((bytes + 3) / 4), DType::kI32);
-      cuda_kernels::attention_flash(a, context_->limits, stream(), workspace.data());
-    }
+  void disentangled_attention(AttentionArgs const& a) const { attend(a, {}); }
+  void disentangled_attention(AttentionArgs const& a, PreparedRelative const& prepared) const {
+    attend(a, prepared.tables);
   }
 
   // Throws while the stream is being captured rather than skip the wait: a caller that fences reads the
@@ -355,6 +355,20 @@ class CudaPolicy {
   }
 
  private:
+  void attend(AttentionArgs const& a, cuda_kernels::ByDiffTables const& prepared) const {
+    context_->activate();
+    if (a.impl == AttentionImpl::kEager) {
+      cuda_kernels::attention_eager(a, context_->limits, stream());
+      return;
+    }
+    // Tables the call builds itself (a few MB), returned to the cache right after: later work on the stream
+    // is ordered behind the kernel that reads them.
+    std::size_t const bytes = cuda_kernels::attention_workspace_bytes(a, context_->limits, prepared);
+    Buffer workspace;
+    if (bytes > 0) workspace = allocate(static_cast<std::int64_t>((bytes + 3) / 4), DType::kI32);
+    cuda_kernels::attention_flash(a, context_->limits, prepared, stream(), workspace.data());
+  }
+
   void require_not_capturing(char const* operation) const {
     FLASHDEBERTA_REQUIRE(!stream_is_capturing(), "CudaPolicy::" << operation
                                                                 << " was called while the policy's stream is being "
@@ -373,6 +387,7 @@ class CudaPolicy {
 };
 
 static_assert(ExecutionPolicy<CudaPolicy>);
-static_assert(ReportsAvailableMemory<CudaPolicy> && ReportsAttentionWorkspace<CudaPolicy>);
+static_assert(ReportsAvailableMemory<CudaPolicy> && ReportsAttentionWorkspace<CudaPolicy> &&
+              PreparesRelativeTables<CudaPolicy>);
 
 }  // namespace flashdeberta

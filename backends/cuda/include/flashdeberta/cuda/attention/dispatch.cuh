@@ -98,22 +98,35 @@ inline bool flash_mma_applies(AttentionArgs const& a, DeviceLimits const& limits
          FlashTraits<__half, 64, true>::is_valid(limits.max_smem_per_block);
 }
 
-// Whether the tensor-core kernel reads by-diff tables for this call (by_diff_tables.cuh): contiguous
-// positions, a full head of 64 (the window copies whole 64-column rows) and at least one position term.
-inline bool uses_by_diff_tables(AttentionArgs const& a, DeviceLimits const& limits) {
-  return flash_mma_applies(a, limits) && a.sequences.contiguous_positions && a.head_size == 64 &&
-         (!a.pos_key.empty() || !a.pos_query.empty());
-}
+// How attention_flash runs one call: the one place that chooses the kernel and where its position terms
+// come from.
+struct FlashPlan {
+  bool tensor_cores = false;  // flash_mma_kernel; else the CUDA-core flash kernel
+  // The tensor-core kernel reads the relative tables re-indexed by position difference (by_diff_tables.cuh):
+  // contiguous positions, a full head of 64 (its window copies whole 64-column rows), a position term.
+  bool by_diff = false;
+  bool prepared = false;            // ... the tables made at load (CudaPolicy::prepare_relative); else per call
+  ByDiffLayout layout;              // of the tables read, when by_diff
+  std::size_t workspace_bytes = 0;  // device memory the per-call tables need
+};
 
-inline ByDiffLayout by_diff_layout_for(AttentionArgs const& a) {
+inline FlashPlan plan_flash(AttentionArgs const& a, DeviceLimits const& limits, ByDiffTables const& prepared) {
+  FlashPlan plan;
+  plan.tensor_cores = flash_mma_applies(a, limits);
+  plan.by_diff = plan.tensor_cores && a.sequences.contiguous_positions && a.head_size == 64 &&
+                 (!a.pos_key.empty() || !a.pos_query.empty());
+  if (!plan.by_diff || a.sequences.total_tokens == 0 || a.sequences.max_seqlen == 0) return plan;
+  plan.prepared = !prepared.empty() && (a.pos_key.empty() || prepared.key != nullptr) &&
+                  (a.pos_query.empty() || prepared.query != nullptr);
+  if (plan.prepared) {  // made at load for every length
+    plan.layout = prepared.layout;
+    return plan;
+  }
   using Traits = FlashTraits<__half, 64, true>;
-  return by_diff_layout(a.saturation, a.sequences.max_seqlen, a.num_heads * a.head_size, Traits::kWindow);
-}
-
-// Whether a.prepared holds the by-diff tables this call reads (CudaPolicy::prepare_relative made them at load).
-inline bool has_prepared_tables(AttentionArgs const& a) {
-  return (a.pos_key.empty() || !a.prepared.key_by_diff.empty()) &&
-         (a.pos_query.empty() || !a.prepared.query_by_diff.empty()) && !a.prepared.empty();
+  plan.layout = by_diff_layout(a.saturation, a.sequences.max_seqlen, a.num_heads * a.head_size, Traits::kWindow);
+  int const tables = (a.pos_key.empty() ? 0 : 1) + (a.pos_query.empty() ? 0 : 1);
+  plan.workspace_bytes = static_cast<std::size_t>(tables * plan.layout.rows * plan.layout.ld) * dtype_size(a.q.dtype);
+  return plan;
 }
 
 // The by-diff tables of a call's relative tables for every sequence length (rows for differences up to the
@@ -134,45 +147,40 @@ ByDiffLayout prepared_layout(AttentionArgs const& a, DeviceLimits const& limits)
 
 // Builds the tables of `layout` into workspace (key table first): Qr pre-scaled like the kernel's q.
 template <class T>
-PreparedRelative build_by_diff_tables_for(AttentionArgs const& a, ByDiffLayout const& layout, T* workspace,
-                                          cudaStream_t stream) {
-  PreparedRelative prepared;
-  prepared.offset = layout.offset;
+ByDiffTables build_by_diff_tables_for(AttentionArgs const& a, ByDiffLayout const& layout, T* workspace,
+                                      cudaStream_t stream) {
+  ByDiffTables tables;
+  tables.layout = layout;
   T* next = workspace;
   if (!a.pos_key.empty()) {
     build_by_diff_table(next, static_cast<T const*>(a.pos_key.data), a.pos_key.ld, a.relative_index,
                         static_cast<int>(a.saturation), layout, 1.0f, stream);
-    prepared.key_by_diff = {next, a.pos_key.dtype, layout.rows, layout.ld, layout.ld};
+    tables.key = next;
     next += layout.rows * layout.ld;
   }
   if (!a.pos_query.empty()) {  // scores are in log2 units
     build_by_diff_table(next, static_cast<T const*>(a.pos_query.data), a.pos_query.ld, a.relative_index,
                         static_cast<int>(a.saturation), layout, (1.0f / a.scale) * kLog2e, stream);
-    prepared.query_by_diff = {next, a.pos_query.dtype, layout.rows, layout.ld, layout.ld};
+    tables.query = next;
   }
-  return prepared;
+  return tables;
 }
 
-PreparedRelative build_by_diff_tables(AttentionArgs const& a, ByDiffLayout const& layout, void* storage, DType dtype,
-                                      cudaStream_t stream) {
+ByDiffTables build_by_diff_tables(AttentionArgs const& a, ByDiffLayout const& layout, void* storage, DType dtype,
+                                  cudaStream_t stream) {
   FLASHDEBERTA_REQUIRE(dtype == DType::kBF16 || dtype == DType::kF16,
                        "by-diff tables are built for 16-bit tables only, not " << dtype_name(dtype));
-  PreparedRelative prepared;
+  ByDiffTables tables;
   dispatch_float_type(dtype, [&]<class T>() {
     if constexpr (!std::is_same_v<T, float>)
-      prepared = build_by_diff_tables_for(a, layout, static_cast<T*>(storage), stream);
+      tables = build_by_diff_tables_for(a, layout, static_cast<T*>(storage), stream);
   });
-  return prepared;
+  return tables;
 }
 
-// Device workspace bytes attention_flash needs for this call (0: none).
-std::size_t attention_workspace_bytes(AttentionArgs const& a, DeviceLimits const& limits) {
-  if (a.sequences.total_tokens == 0 || a.sequences.max_seqlen == 0 || !uses_by_diff_tables(a, limits) ||
-      has_prepared_tables(a))
-    return 0;
-  ByDiffLayout const layout = by_diff_layout_for(a);
-  int const tables = (a.pos_key.empty() ? 0 : 1) + (a.pos_query.empty() ? 0 : 1);
-  return static_cast<std::size_t>(tables * layout.rows * layout.ld) * dtype_size(a.q.dtype);
+std::size_t attention_workspace_bytes(AttentionArgs const& a, DeviceLimits const& limits,
+                                      ByDiffTables const& prepared) {
+  return plan_flash(a, limits, prepared).workspace_bytes;
 }
 
 // Launches kKernel with Traits' dynamic shared memory, raising the kernel's limit past 48 KiB first (once
@@ -195,30 +203,29 @@ void launch_flash(dim3 grid, AttentionParams const& params, cudaStream_t stream)
   FLASHDEBERTA_CUDA_CHECK_LAUNCH();
 }
 
-// workspace: attention_workspace_bytes(a, limits) bytes of device memory, free for this call's use on stream.
-void attention_flash(AttentionArgs const& a, DeviceLimits const& limits, cudaStream_t stream, void* workspace) {
+// workspace: attention_workspace_bytes(a, limits, prepared) bytes of device memory, free for this call's use
+// on stream.
+void attention_flash(AttentionArgs const& a, DeviceLimits const& limits, ByDiffTables const& prepared,
+                     cudaStream_t stream, void* workspace) {
   if (a.sequences.total_tokens == 0 || a.sequences.max_seqlen == 0) return;
   AttentionParams params = attention_params(a);
-  if (flash_mma_applies(a, limits)) {
+  FlashPlan const plan = plan_flash(a, limits, prepared);
+  if (plan.tensor_cores) {
     // Only 16-bit instantiations exist for the tensor-core plan: fp32 never reaches here.
     auto const run = [&]<class T>() {
       using Traits = FlashTraits<T, 64, true>;
-      if (uses_by_diff_tables(a, limits)) {
-        ByDiffLayout layout = by_diff_layout_for(a);
-        PreparedRelative prepared = a.prepared;
-        if (has_prepared_tables(a)) {  // made at load for every length
-          layout.offset = static_cast<int>(prepared.offset);
-          layout.rows = (prepared.key_by_diff.empty() ? prepared.query_by_diff : prepared.key_by_diff).rows;
-        } else {
-          FLASHDEBERTA_REQUIRE(workspace != nullptr, "attention_flash needs " << attention_workspace_bytes(a, limits)
-                                                                              << " bytes of workspace for this call");
-          prepared = build_by_diff_tables_for(a, layout, static_cast<T*>(workspace), stream);
+      if (plan.by_diff) {
+        ByDiffTables tables = prepared;
+        if (!plan.prepared) {
+          FLASHDEBERTA_REQUIRE(workspace != nullptr,
+                               "attention_flash needs " << plan.workspace_bytes << " bytes of workspace for this call");
+          tables = build_by_diff_tables_for(a, plan.layout, static_cast<T*>(workspace), stream);
         }
-        params.key_by_diff = prepared.key_by_diff.data;
-        params.query_by_diff = prepared.query_by_diff.data;
-        params.by_diff_ld = layout.ld;
-        params.by_diff_offset = layout.offset;
-        params.by_diff_rows = static_cast<int>(layout.rows);
+        params.key_by_diff = tables.key;
+        params.query_by_diff = tables.query;
+        params.by_diff_ld = plan.layout.ld;
+        params.by_diff_offset = plan.layout.offset;
+        params.by_diff_rows = static_cast<int>(plan.layout.rows);
       }
       if (params.key_by_diff != nullptr && params.query_by_diff != nullptr) {  // v2 / v3: both terms, contiguous
         launch_flash<Traits, flash_mma::flash_mma_kernel<Traits, true>>(attention_grid(a, Traits::kBlockM), params,

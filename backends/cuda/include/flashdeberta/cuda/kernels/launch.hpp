@@ -28,6 +28,16 @@ struct ByDiffLayout {
   std::int64_t ld = 0;    // elements per row: every head's columns
 };
 
+// The by-diff tables of one layer (pos_key's, and pos_query's pre-scaled as the kernel's q), in the
+// dtype of the tables they come from; null where the layer has no such term. None at all: not prepared.
+struct ByDiffTables {
+  void const* key = nullptr;
+  void const* query = nullptr;
+  ByDiffLayout layout;
+
+  bool empty() const { return key == nullptr && query == nullptr; }
+};
+
 // Element-wise (kernels/elementwise.cuh): out = act(out + bias) in place; a 16-bit buffer to float.
 void bias_activation(MatrixRef const& out, void const* bias, Activation act, cudaStream_t stream);
 void convert_to_float(void const* in, DType dtype, float* out, std::int64_t n, cudaStream_t stream);
@@ -41,14 +51,15 @@ void im2col(Conv1dArgs const& c, void* columns, cudaStream_t stream);
 void gemm_accumulate_f64(GemmArgs const& g, cudaStream_t stream);
 
 // Attention (attention/dispatch.cuh). prepared_layout: the by-diff tables CudaPolicy::prepare_relative
-// builds at load for these arguments (rows 0: none apply); build_by_diff_tables writes them into `storage`
-// (tables x rows x ld elements of `dtype`, key table first). attention_workspace_bytes: what
-// attention_flash needs in `workspace` for this call.
+// builds at load for a layer's arguments (rows 0: none apply); build_by_diff_tables writes them into
+// `storage` (tables x rows x ld elements of `dtype`, key table first). attention_workspace_bytes: what
+// attention_flash needs in `workspace` for this call, given the tables prepared at load (or none).
 ByDiffLayout prepared_layout(AttentionArgs const& a, DeviceLimits const& limits);
-PreparedRelative build_by_diff_tables(AttentionArgs const& a, ByDiffLayout const& layout, void* storage, DType dtype,
-                                      cudaStream_t stream);
-std::size_t attention_workspace_bytes(AttentionArgs const& a, DeviceLimits const& limits);
-void attention_flash(AttentionArgs const& a, DeviceLimits const& limits, cudaStream_t stream, void* workspace);
+ByDiffTables build_by_diff_tables(AttentionArgs const& a, ByDiffLayout const& layout, void* storage, DType dtype,
+                                  cudaStream_t stream);
+std::size_t attention_workspace_bytes(AttentionArgs const& a, DeviceLimits const& limits, ByDiffTables const& prepared);
+void attention_flash(AttentionArgs const& a, DeviceLimits const& limits, ByDiffTables const& prepared,
+                     cudaStream_t stream, void* workspace);
 void attention_eager(AttentionArgs const& a, DeviceLimits const& limits, cudaStream_t stream);
 
 }  // namespace flashdeberta::cuda_kernels
