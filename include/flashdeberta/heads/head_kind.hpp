@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "flashdeberta/core/error.hpp"
-#include "flashdeberta/model/model_config.hpp"
+#include "flashdeberta/core/model_config.hpp"
 
 namespace flashdeberta {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "flashdeberta/core/error.hpp"
-#include "flashdeberta/model/batch.hpp"
+#include "flashdeberta/core/batch.hpp"
 
 namespace flashdeberta {
 

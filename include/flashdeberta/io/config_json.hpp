@@ -22,7 +22,7 @@
 
 #include "flashdeberta/core/error.hpp"
 #include "flashdeberta/io/json.hpp"
-#include "flashdeberta/model/model_config.hpp"
+#include "flashdeberta/core/model_config.hpp"
 
 namespace flashdeberta {
 

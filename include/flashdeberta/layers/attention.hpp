@@ -11,20 +11,13 @@
 
 #include "flashdeberta/layers/forward_context.hpp"
 #include "flashdeberta/layers/layer_norm.hpp"
+#include "flashdeberta/layers/relative_context.hpp"
+#include "flashdeberta/layers/weight_loader.hpp"
 #include "flashdeberta/math/relative_position.hpp"
-#include "flashdeberta/model/weights.hpp"
 #include "flashdeberta/policy/concepts.hpp"
 #include "flashdeberta/variant/traits.hpp"
 
 namespace flashdeberta {
-
-// The relative-embedding table after its optional LayerNorm, and the slot table; shared by all layers.
-template <ExecutionPolicy P>
-struct RelativeContext {
-  DeviceMatrix<typename P::Buffer> table;  // (2k, H)
-  RelativeSlotTable slots;
-  typename P::Buffer slot_buffer;  // slots.slots in policy memory
-};
 
 template <Variant V, ExecutionPolicy P>
 class AttentionBlock {

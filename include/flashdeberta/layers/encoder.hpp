@@ -1,5 +1,5 @@
-// The encoder (spec 5.4, 5.5): the relative-position machinery prepared once, the stack of layers and,
-// for v2 checkpoints that have one, the conv layer after layer 0.
+// The encoder (spec 5.4, 5.5): the relative-position context it owns (relative_context.hpp, built once at
+// load), the stack of layers and, for v2 checkpoints that have one, the conv layer after layer 0.
 #pragma once
 
 #include <memory>
@@ -17,21 +17,7 @@ class Encoder {
  public:
   Encoder(WeightLoader<P> const& w, ModelConfig const& c) : config_(c) {
     P const& p = w.policy();
-    if (c.has_position_terms()) {
-      relative_ = std::make_unique<RelativeContext<P>>();
-      std::int64_t const rows = 2 * c.relative_span();
-      auto table = w.matrix("encoder.rel_embeddings.weight", rows, c.hidden_size);  // (2k, H)
-      if (V::kRelativeLayerNorm && c.norm_rel_ebd_layer_norm) {
-        LayerNormParams<P> const norm(w, "encoder.LayerNorm", c.hidden_size, c.layer_norm_eps);
-        DeviceMatrix<typename P::Buffer> normalized{p.allocate(rows * c.hidden_size, p.compute_dtype()), rows,
-                                                    c.hidden_size};
-        norm.apply(p, table.ref(), MatrixRef{}, normalized.ref());
-        table = std::move(normalized);
-      }
-      relative_->table = std::move(table);
-      relative_->slots = make_relative_slot_table(c);
-      relative_->slot_buffer = p.upload_indices(std::span<std::int32_t const>(relative_->slots.slots));
-    }
+    relative_ = RelativeContext<P>::template load<V>(w, c);
     layers_.reserve(static_cast<std::size_t>(c.num_layers));
     for (std::int64_t l = 0; l < c.num_layers; ++l)
       layers_.push_back({AttentionBlock<V, P>(w, c, l, relative_.get()), FeedForwardBlock<P>(w, c, l)});

@@ -5,7 +5,7 @@
 
 #include "flashdeberta/layers/forward_context.hpp"
 #include "flashdeberta/layers/layer_norm.hpp"
-#include "flashdeberta/model/weights.hpp"
+#include "flashdeberta/layers/weight_loader.hpp"
 
 namespace flashdeberta {
 

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "flashdeberta/model/batch.hpp"
+#include "flashdeberta/core/batch.hpp"
 #include "flashdeberta/policy/concepts.hpp"
 
 namespace flashdeberta {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "flashdeberta/layers/forward_context.hpp"
-#include "flashdeberta/model/weights.hpp"
+#include "flashdeberta/layers/weight_loader.hpp"
 
 namespace flashdeberta {
 

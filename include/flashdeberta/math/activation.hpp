@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "flashdeberta/config.hpp"
-#include "flashdeberta/model/model_config.hpp"
+#include "flashdeberta/core/model_config.hpp"
 
 namespace flashdeberta {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "flashdeberta/core/error.hpp"
-#include "flashdeberta/model/model_config.hpp"
+#include "flashdeberta/core/model_config.hpp"
 
 namespace flashdeberta {
 

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "flashdeberta/core/error.hpp"
-#include "flashdeberta/model/batch.hpp"
+#include "flashdeberta/core/batch.hpp"
 #include "flashdeberta/policy/concepts.hpp"
 
 namespace flashdeberta {

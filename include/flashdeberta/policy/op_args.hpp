@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "flashdeberta/core/matrix_ref.hpp"
-#include "flashdeberta/model/model_config.hpp"
+#include "flashdeberta/core/model_config.hpp"
 
 namespace flashdeberta {
 

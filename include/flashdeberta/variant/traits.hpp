@@ -6,7 +6,7 @@
 
 #include <string_view>
 
-#include "flashdeberta/model/model_config.hpp"
+#include "flashdeberta/core/model_config.hpp"
 
 namespace flashdeberta {
 

@@ -11,8 +11,7 @@
 #include <vector>
 
 #include "flashdeberta/core/error.hpp"
-#include "flashdeberta/model/model_config.hpp"
-#include "flashdeberta/policy/op_args.hpp"
+#include "flashdeberta/core/model_config.hpp"
 
 namespace flashdeberta {
 
