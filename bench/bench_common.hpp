@@ -12,7 +12,7 @@
 
 #include "flashdeberta/eigen/eigen_policy.hpp"
 #include "flashdeberta/math/relative_position.hpp"
-#include "flashdeberta/model/batch.hpp"
+#include "flashdeberta/core/batch.hpp"
 #include "flashdeberta/policy/concepts.hpp"
 #include "random_checkpoint.hpp"
 

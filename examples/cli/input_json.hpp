@@ -9,8 +9,8 @@
 
 #include "args.hpp"
 #include "flashdeberta/heads/head_kind.hpp"
-#include "flashdeberta/model/batch.hpp"
-#include "flashdeberta/model/model_config.hpp"
+#include "flashdeberta/core/batch.hpp"
+#include "flashdeberta/core/model_config.hpp"
 
 namespace flashdeberta::cli {
 

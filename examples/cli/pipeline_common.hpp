@@ -19,7 +19,7 @@
 #include "args.hpp"
 #include "flashdeberta/heads/head_kind.hpp"
 #include "flashdeberta/heads/head_output.hpp"
-#include "flashdeberta/model/model_config.hpp"
+#include "flashdeberta/core/model_config.hpp"
 #include "flashdeberta/tokenizer/tokenizer.hpp"
 #include "model_dispatch.hpp"
 
