@@ -24,6 +24,7 @@
 
 #include "../random_checkpoint.hpp"
 #include "flashdeberta/cuda/cuda_policy.hpp"
+#include "flashdeberta/cuda/event_timer.hpp"
 #include "flashdeberta/cuda/graph_forward.hpp"
 #include "flashdeberta/math/relative_position.hpp"
 #include "flashdeberta/model/deberta_model.hpp"
@@ -43,32 +44,6 @@ fd::CudaPolicy const& policy() {
   static fd::CudaPolicy const p(fd::CudaOptions{.dtype = fd::DType::kBF16});
   return p;
 }
-
-// CUDA events around fn() on the policy's stream; the caller's fn must not synchronize in between.
-class EventTimer {
- public:
-  EventTimer() {
-    FLASHDEBERTA_CUDA_CHECK(cudaEventCreate(&start_));
-    FLASHDEBERTA_CUDA_CHECK(cudaEventCreate(&stop_));
-  }
-  ~EventTimer() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  template <class Fn>
-  double seconds(cudaStream_t stream, Fn&& fn) {
-    FLASHDEBERTA_CUDA_CHECK(cudaEventRecord(start_, stream));
-    fn();
-    FLASHDEBERTA_CUDA_CHECK(cudaEventRecord(stop_, stream));
-    FLASHDEBERTA_CUDA_CHECK(cudaEventSynchronize(stop_));
-    float ms = 0.0f;
-    FLASHDEBERTA_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-    return ms * 1e-3;
-  }
-
- private:
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
-};
 
 std::vector<float> random_values(std::size_t n, std::uint32_t seed) {
   std::mt19937 gen(seed);
@@ -135,8 +110,9 @@ void attention(benchmark::State& state) {
   p.fence();
   std::size_t const before = p.memory_stats().in_use_bytes;
   p.reset_peak_memory();
-  EventTimer timer;
-  for (auto _ : state) state.SetIterationTime(timer.seconds(p.stream(), [&] { p.disentangled_attention(args); }));
+  fd::CudaEventTimer const timer;
+  for (auto _ : state)
+    state.SetIterationTime(1e-3 * timer.milliseconds(p.stream(), [&] { p.disentangled_attention(args); }));
   double const flop = 4.0 * static_cast<double>(batch) * static_cast<double>(length) * length * kHeadSize * kHeads;
   set_counters(state, flop, static_cast<double>(tokens), peak_since(before));
 }
@@ -182,8 +158,9 @@ void whole_model(benchmark::State& state) {
   (void)m.forward(input);  // warm-up: plans, caches
   std::size_t const before = policy().memory_stats().in_use_bytes;
   policy().reset_peak_memory();
-  EventTimer timer;
-  for (auto _ : state) state.SetIterationTime(timer.seconds(policy().stream(), [&] { (void)m.forward(input); }));
+  fd::CudaEventTimer const timer;
+  for (auto _ : state)
+    state.SetIterationTime(1e-3 * timer.milliseconds(policy().stream(), [&] { (void)m.forward(input); }));
   set_counters(state, model_flop(batch, length), static_cast<double>(batch * length), peak_since(before));
 }
 
@@ -193,8 +170,9 @@ void whole_model_graph(benchmark::State& state) {
   fd::Batch const input = random_batch(batch, length);
   fd::CudaGraphForward graphs(model());
   (void)graphs.forward(input);  // warm-up and capture
-  EventTimer timer;
-  for (auto _ : state) state.SetIterationTime(timer.seconds(policy().stream(), [&] { (void)graphs.forward(input); }));
+  fd::CudaEventTimer const timer;
+  for (auto _ : state)
+    state.SetIterationTime(1e-3 * timer.milliseconds(policy().stream(), [&] { (void)graphs.forward(input); }));
   if (graphs.stats().captures != 1 || graphs.stats().uncaptured != 0)
     return state.SkipWithError("the batch did not replay one graph");
   fd::cuda_detail::CachingAllocator::Stats const pools = graphs.memory_stats();

@@ -27,6 +27,7 @@
 #include <cuda_runtime_api.h>
 
 #include "flashdeberta/cuda/cuda_policy.hpp"
+#include "flashdeberta/cuda/event_timer.hpp"
 #else
 #define FLASHDEBERTA_CLI_HAS_CUDA 0
 #endif
@@ -60,42 +61,17 @@ using AnyPolicy = std::variant<EigenPolicy
                                >;
 
 #if FLASHDEBERTA_CLI_HAS_CUDA
-// Two events on a model's stream, created once per model: bench times every forward with them.
-class EventPair {
- public:
-  EventPair() {
-    FLASHDEBERTA_CUDA_CHECK(cudaEventCreate(&start_));
-    FLASHDEBERTA_CUDA_CHECK(cudaEventCreate(&stop_));
-  }
-  EventPair(EventPair const&) = delete;
-  EventPair& operator=(EventPair const&) = delete;
-  ~EventPair() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-
-  // One forward timed on the stream (input uploads included: forward ends fenced) and the device memory
-  // it used beyond `weights_bytes`.
-  template <class Model>
-  DeviceRun time(Model const& model, Batch const& batch, std::size_t weights_bytes) const {
-    CudaPolicy const& p = model.policy();
-    p.reset_peak_memory();
-    FLASHDEBERTA_CUDA_CHECK(cudaEventRecord(start_, p.stream()));
-    {
-      auto const out = model.forward(batch);
-      FLASHDEBERTA_CUDA_CHECK(cudaEventRecord(stop_, p.stream()));
-    }
-    FLASHDEBERTA_CUDA_CHECK(cudaEventSynchronize(stop_));
-    float ms = 0.0f;
-    FLASHDEBERTA_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-    std::size_t const peak = p.memory_stats().peak_in_use_bytes;
-    return DeviceRun{static_cast<double>(ms),
-                     static_cast<std::int64_t>(peak > weights_bytes ? peak - weights_bytes : 0)};
-  }
-
- private:
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
-};
+// One forward timed on the model's stream (input uploads included: forward ends fenced) and the device memory
+// it used beyond `weights_bytes`.
+template <class Model>
+DeviceRun time_on_device(CudaEventTimer const& timer, Model const& model, Batch const& batch,
+                         std::size_t weights_bytes) {
+  CudaPolicy const& p = model.policy();
+  p.reset_peak_memory();
+  double const ms = timer.milliseconds(p.stream(), [&] { return model.forward(batch); });
+  std::size_t const peak = p.memory_stats().peak_in_use_bytes;
+  return DeviceRun{ms, static_cast<std::int64_t>(peak > weights_bytes ? peak - weights_bytes : 0)};
+}
 
 // A CudaPolicy on device 0, refused with the reason when the machine has no CUDA device.
 CudaPolicy start_cuda(DType dtype) {
@@ -133,7 +109,7 @@ class TypedModel final : public LoadedModel {
   }
   std::optional<DeviceRun> device_forward(Batch const& batch) const override {
 #if FLASHDEBERTA_CLI_HAS_CUDA
-    if constexpr (kIsCuda<P>) return events_.time(model_, batch, weights_bytes_);
+    if constexpr (kIsCuda<P>) return time_on_device(events_, model_, batch, weights_bytes_);
 #endif
     (void)batch;
     return std::nullopt;
@@ -143,7 +119,7 @@ class TypedModel final : public LoadedModel {
   DebertaModel<V, P> model_;
 #if FLASHDEBERTA_CLI_HAS_CUDA
   std::size_t weights_bytes_ = 0;
-  std::conditional_t<kIsCuda<P>, EventPair, std::monostate> events_;
+  std::conditional_t<kIsCuda<P>, CudaEventTimer, std::monostate> events_;
 #endif
 };
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "flashdeberta/cuda/cuda_policy.hpp"
+#include "flashdeberta/cuda/event_timer.hpp"
 #include "flashdeberta/flashdeberta.hpp"
 #include "random_checkpoint.hpp"
 
@@ -60,21 +61,9 @@ Timing time_forward(fd::DebertaV3<fd::CudaPolicy> const& model, fd::Batch const&
   for (int i = 0; i < 3; ++i) (void)model.forward(batch);  // warm-up: plans, caches, module load
   std::size_t const weights = p.memory_stats().in_use_bytes;
   p.reset_peak_memory();
-  cudaEvent_t start, stop;
-  FLASHDEBERTA_CUDA_CHECK(cudaEventCreate(&start));
-  FLASHDEBERTA_CUDA_CHECK(cudaEventCreate(&stop));
+  fd::CudaEventTimer const timer;
   std::vector<double> ms;
-  for (int i = 0; i < repeats; ++i) {
-    FLASHDEBERTA_CUDA_CHECK(cudaEventRecord(start, p.stream()));
-    auto const out = model.forward(batch);
-    FLASHDEBERTA_CUDA_CHECK(cudaEventRecord(stop, p.stream()));
-    FLASHDEBERTA_CUDA_CHECK(cudaEventSynchronize(stop));
-    float elapsed = 0.0f;
-    FLASHDEBERTA_CUDA_CHECK(cudaEventElapsedTime(&elapsed, start, stop));
-    ms.push_back(elapsed);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  for (int i = 0; i < repeats; ++i) ms.push_back(timer.milliseconds(p.stream(), [&] { return model.forward(batch); }));
   std::sort(ms.begin(), ms.end());
   Timing t;
   t.median_ms = ms[ms.size() / 2];
