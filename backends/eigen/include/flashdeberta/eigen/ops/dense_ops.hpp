@@ -41,21 +41,24 @@ inline void apply_bias_activation(MatrixRef const& out, float const* bias, Activ
   }
 }
 
-// GemmArgs::accumulate_f64: b converted to float64 a block of its rows at a time (a whole 128k-word
-// embedding table would take 0.8 GB in float64), the block's products, alpha and bias in float64, then one
-// rounding to float32.
+// GemmArgs::accumulate_f64: b converted to float64 a block of rows at a time, by every thread on its own
+// blocks, so that the conversion runs in parallel and each block stays in cache (converting a whole 128k-word
+// embedding table would also write 0.8 GB); the block's products, alpha and bias in float64, one rounding.
 inline void gemm_accumulate_f64(GemmArgs const& g, int threads) {
-  constexpr std::int64_t kBlockRows = 2048;
-  Eigen::MatrixXd const a = cmap(g.a).cast<double>();
-  auto out = map(g.out);
+  constexpr std::int64_t kBlockRows = 128;  // 128 x 768 doubles: 0.8 MB
+  using RowMajorXd = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;  // as the maps
+  RowMajorXd const a = cmap(g.a).cast<double>();
   auto const* bias = static_cast<float const*>(g.bias);
-  for (std::int64_t n0 = 0; n0 < g.b.rows; n0 += kBlockRows) {
+  std::int64_t const blocks = (g.b.rows + kBlockRows - 1) / kBlockRows;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t block = 0; block < blocks; ++block) {
+    std::int64_t const n0 = block * kBlockRows;
     std::int64_t const rows = std::min(kBlockRows, g.b.rows - n0);
-    Eigen::MatrixXd const b = cmap(g.b).middleRows(n0, rows).cast<double>();
-    Eigen::MatrixXd product = static_cast<double>(g.alpha) * (a * b.transpose());
+    RowMajorXd const b = cmap(g.b).middleRows(n0, rows).cast<double>();
+    RowMajorXd product = static_cast<double>(g.alpha) * (a * b.transpose());  // (M, rows)
     if (bias != nullptr)
       product.rowwise() += Eigen::Map<Eigen::VectorXf const>(bias + n0, rows).cast<double>().transpose();
-    out.middleCols(n0, rows) = product.cast<float>();
+    map(g.out).middleCols(n0, rows) = product.cast<float>();
   }
   apply_bias_activation(g.out, nullptr, g.activation, threads);
 }
