@@ -5,6 +5,8 @@
 # Binaries come prebuilt in a bundle made on the build machine (../shared/tools/device-bundle):
 #   tests/cuda/run_on_device.sh BUNDLE [STEP...]
 #   STEP: ops golden time hf memcheck (the default set), cli (test_cli with the bundled flashdeberta),
+#         heads (test_heads_cuda: every head, and the shipped models against HF float64),
+#         consumer (consumer_cuda: the g++-compiled program built against the installed package),
 #         bench (bench_gpu, then bench/compare_gpu.py: torch SDPA and HF eager in the same call),
 #         graph (test_graph_cuda: CudaGraphForward against the plain forward, then under memcheck),
 #         concurrency (test_concurrency_cuda: 8 host threads sharing the weights),
@@ -44,6 +46,8 @@ for s in $steps; do
       grep -o "fixture .*error.*" "$out/golden.log" >"$out/golden_summary.txt"
       cat "$out/golden_summary.txt"
       ;;
+    heads) step heads 240 "$bundle/bin/test_heads_cuda" ;;
+    consumer) step consumer 120 "$bundle/bin/consumer_cuda" tests/fixtures/v3_c2p && cat "$out/consumer.log" ;;
     time) step time 300 "$bundle/bin/time_forward_cuda" /tmp && cat "$out/time.log" ;;
     hf) step hf 180 python3 tests/cuda/hf_low_precision_error.py tests/fixtures && cat "$out/hf.log" ;;
     cli)
