@@ -36,6 +36,26 @@ TEST_CASE("SentencePiece with do_lower_case and split_by_punct matches HF on eve
   auto const tok = flashdeberta::load_tokenizer(dir.path());
   expect_fixture_passes(tok, "spm_lower_punct");
 }
+
+TEST_CASE("SentencePiece decides equal-scoring segmentations as HF's tokenizers, in double precision") {
+  // Words of models/tiny-en's held-out text where two segmentations score the same in exact arithmetic
+  // and libsentencepiece's float totals picked the other one; the pieces are transformers 5.17's
+  // (tools/train-tiny/explain_tokenizer_differences.py). HF keeps the earliest start on a tie.
+  auto const models = std::filesystem::path(FLASHDEBERTA_FIXTURE_DIR).parent_path().parent_path() / "models";
+  auto const tok = flashdeberta::load_tokenizer(models / "tiny-en");
+  auto const pieces = [&](std::string const& text) {
+    auto const enc = tok.encode(text, flashdeberta::EncodeOptions{.add_special_tokens = false});
+    std::string joined;
+    for (auto const& t : enc.tokens) joined += (joined.empty() ? "" : " ") + t;
+    return joined;
+  };
+  CHECK(pieces("<doi:10.1111/gean.12008>").find("1 11 /") != std::string::npos);
+  CHECK(pieces("MedalTV, media.ccc.de, Mediaite").find(". c cc .") != std::string::npos);
+  // The offsets still cover the characters each piece came from.
+  auto const enc = tok.encode("media.ccc.de", flashdeberta::EncodeOptions{.add_special_tokens = false});
+  for (std::size_t i = 0; i + 1 < enc.offsets.size(); ++i) CHECK(enc.offsets[i].end == enc.offsets[i + 1].begin);
+  CHECK(enc.offsets.back().end == 12);
+}
 #endif
 
 namespace {

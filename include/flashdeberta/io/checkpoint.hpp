@@ -84,8 +84,8 @@ class Checkpoint {
       return ckpt;
     }
     ckpt.directory_ = path;
-    FLASHDEBERTA_REQUIRE(std::filesystem::is_directory(path, ec),
-                         "checkpoint " << path.string() << ": not a directory (nor a .safetensors or .bin file)");
+    FLASHDEBERTA_REQUIRE_FILE(std::filesystem::is_directory(path, ec),
+                              "checkpoint " << path.string() << ": not a directory (nor a .safetensors or .bin file)");
     // safetensors first, as HF's from_pretrained prefers it.
     for (char const* name : {"model.safetensors", "pytorch_model.bin"}) {
       if (std::filesystem::exists(path / name, ec)) {
@@ -98,10 +98,12 @@ class Checkpoint {
         return ckpt;
       }
     }
-    FLASHDEBERTA_FAIL("checkpoint " << path.string()
-                                    << ": none of model.safetensors, model.safetensors.index.json, pytorch_model.bin, "
-                                       "pytorch_model.bin.index.json found (the directory holds: "
-                                    << detail::describe_directory(path) << ")");
+    detail::throw_error<FileError>([&](std::ostringstream& os) {
+      os << "checkpoint " << path.string()
+         << ": none of model.safetensors, model.safetensors.index.json, pytorch_model.bin, "
+            "pytorch_model.bin.index.json found (the directory holds: "
+         << detail::describe_directory(path) << ")";
+    });
   }
 
   std::filesystem::path const& directory() const { return directory_; }
@@ -203,9 +205,9 @@ class Checkpoint {
                              "checkpoint " << directory_.string() << ": " << index_file << " maps '" << name << "' to '"
                                            << shard << "', which is not a file name in the directory");
         std::error_code ec;
-        FLASHDEBERTA_REQUIRE(std::filesystem::is_regular_file(directory_ / shard_path, ec),
-                             "checkpoint " << directory_.string() << ": " << index_file << " maps '" << name
-                                           << "' to shard '" << shard << "', which does not exist");
+        FLASHDEBERTA_REQUIRE_FILE(std::filesystem::is_regular_file(directory_ / shard_path, ec),
+                                  "checkpoint " << directory_.string() << ": " << index_file << " maps '" << name
+                                                << "' to shard '" << shard << "', which does not exist");
         if (torch) {
           files_.emplace_back(TorchFile::open(directory_ / shard_path));
         } else {

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "flashdeberta/core/error.hpp"
-#include "flashdeberta/io/json.hpp"
 #include "flashdeberta/core/model_config.hpp"
+#include "flashdeberta/io/json.hpp"
 
 namespace flashdeberta {
 
@@ -310,10 +310,10 @@ inline ModelConfig parse_model_config(std::string_view json_text, std::string co
 inline ModelConfig load_model_config(std::filesystem::path const& path) {
   std::error_code ec;
   std::filesystem::path const file = std::filesystem::is_directory(path, ec) ? path / "config.json" : path;
-  FLASHDEBERTA_REQUIRE(std::filesystem::is_regular_file(file, ec),
-                       file.string() << ": cannot read the model config (no such file)");
+  FLASHDEBERTA_REQUIRE_FILE(std::filesystem::is_regular_file(file, ec),
+                            file.string() << ": cannot read the model config (no such file)");
   std::ifstream in(file, std::ios::binary);
-  FLASHDEBERTA_REQUIRE(in.good(), file.string() << ": cannot open the model config");
+  FLASHDEBERTA_REQUIRE_FILE(in.good(), file.string() << ": cannot open the model config");
   std::ostringstream text;
   text << in.rdbuf();
   FLASHDEBERTA_REQUIRE(!in.bad(), file.string() << ": error while reading the model config");

@@ -29,7 +29,7 @@ class MappedFile {
   static MappedFile open(std::filesystem::path const& path) {
     int const fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     int const open_errno = errno;  // captured before building the message can touch errno
-    FLASHDEBERTA_REQUIRE(fd >= 0, path.string() << ": cannot open (" << std::strerror(open_errno) << ")");
+    FLASHDEBERTA_REQUIRE_FILE(fd >= 0, path.string() << ": cannot open (" << std::strerror(open_errno) << ")");
     // The mapping outlives the descriptor, so the descriptor is closed on every path out of here.
     struct FdCloser {
       int fd;
@@ -39,8 +39,8 @@ class MappedFile {
     struct stat st {};
     int const stat_result = ::fstat(fd, &st);
     int const stat_errno = errno;
-    FLASHDEBERTA_REQUIRE(stat_result == 0, path.string() << ": cannot stat (" << std::strerror(stat_errno) << ")");
-    FLASHDEBERTA_REQUIRE(S_ISREG(st.st_mode), path.string() << ": not a regular file");
+    FLASHDEBERTA_REQUIRE_FILE(stat_result == 0, path.string() << ": cannot stat (" << std::strerror(stat_errno) << ")");
+    FLASHDEBERTA_REQUIRE_FILE(S_ISREG(st.st_mode), path.string() << ": not a regular file");
     FLASHDEBERTA_REQUIRE(
         st.st_size >= 0 && static_cast<std::uintmax_t>(st.st_size) <= std::numeric_limits<std::size_t>::max(),
         path.string() << ": file size " << st.st_size << " cannot be mapped");

@@ -11,6 +11,9 @@
 // the alignment); they are mapped back through lower-casing and splitting to code points of the input.
 // HF's convention is followed: a piece starting with "▁" for a space covers that one space.
 //
+// Pieces: each word libsentencepiece segmented is segmented again as HF's tokenizers does, in double
+// precision (unigram_viterbi.hpp); the library's float path scores decide ties and near-ties otherwise.
+//
 // Cost: linear in the text. libsentencepiece sees stretches of at most SentencePieceOptions::chunk_chars
 // code points, cut where its result is provably the same (sentencepiece_chunks.hpp): its own memory
 // (about 230 bytes a piece) stays a few MB, and a run of unknown characters, which it merges by copying
@@ -34,6 +37,7 @@
 #include "flashdeberta/tokenizer/sentencepiece_chunks.hpp"
 #include "flashdeberta/tokenizer/tokenizer_base.hpp"
 #include "flashdeberta/tokenizer/unicode.hpp"
+#include "flashdeberta/tokenizer/unigram_viterbi.hpp"
 
 namespace flashdeberta::tokenizer {
 
@@ -51,8 +55,8 @@ class SentencePieceModel final : public TokenizerModel {
     auto m = std::make_shared<SentencePieceModel>();
     m->options_ = options;
     std::error_code ec;
-    FLASHDEBERTA_REQUIRE(std::filesystem::is_regular_file(model_file, ec),
-                         model_file.string() << ": cannot read the SentencePiece model (no such file)");
+    FLASHDEBERTA_REQUIRE_FILE(std::filesystem::is_regular_file(model_file, ec),
+                              model_file.string() << ": cannot read the SentencePiece model (no such file)");
     std::string const bytes = detail::read_text_file(model_file, "SentencePiece model");
     FLASHDEBERTA_REQUIRE(!bytes.empty(), model_file.string() << ": the SentencePiece model file is empty");
     auto const status = m->sp_.LoadFromSerializedProto(bytes);
@@ -61,6 +65,7 @@ class SentencePieceModel final : public TokenizerModel {
     FLASHDEBERTA_REQUIRE(m->sp_.GetPieceSize() > 0, model_file.string() << ": the SentencePiece model has no pieces");
     m->source_ = model_file.string();
     m->prepare_cuts(bytes);
+    m->viterbi_ = detail::UnigramViterbi::from_model(bytes, m->sp_);
     return m;
   }
 
@@ -193,30 +198,35 @@ class SentencePieceModel final : public TokenizerModel {
     };
     bool const inside = kind == detail::ChunkStart::kInsideWord;
     auto const result = (inside ? *inside_processor_ : sp_).EncodeAsImmutableProto(utf8);
+    std::vector<detail::StretchPiece> pieces;
+    pieces.reserve(static_cast<std::size_t>(result.pieces_size()));
+    for (auto const& piece : result.pieces())
+      pieces.push_back({static_cast<int>(piece.id()), piece.piece(), piece.begin(), piece.end()});
+    detail::resegment_words(viterbi_, pieces, utf8, !inside);
     bool first_piece = true;
-    for (auto const& piece : result.pieces()) {
-      std::string const& token = sp_.IdToPiece(static_cast<int>(piece.id()));  // "[UNK]", not the surface
-      std::size_t b = begin_of(piece.begin());
-      std::size_t e = std::max(b, end_of(piece.end()));
+    for (auto const& piece : pieces) {
+      std::string const& token = sp_.IdToPiece(piece.id);  // "[UNK]", not the surface
+      std::size_t b = begin_of(piece.begin);
+      std::size_t e = std::max(b, end_of(piece.end));
       hf_offsets(text, token, lo, hi, b, e);
       auto const span = Span{static_cast<std::int64_t>(b), static_cast<std::int64_t>(e)};
       if (first_piece && inside) {
         // The library merges a run of [UNK] pieces into one: so does a run that a cut went through (its
         // span from the first piece's start, trailing marks dropped as for any piece).
-        if (out.size() > 0 && sp_.IsUnknown(static_cast<int>(piece.id())) && out.ids.back() == piece.id()) {
+        if (out.size() > 0 && sp_.IsUnknown(piece.id) && out.ids.back() == piece.id) {
           auto merged_begin = static_cast<std::size_t>(out.offsets.back().begin);
-          std::size_t merged_end = std::max(merged_begin, end_of(piece.end()));
+          std::size_t merged_end = std::max(merged_begin, end_of(piece.end));
           hf_offsets(text, token, lo, hi, merged_begin, merged_end);
           out.offsets.back().end = static_cast<std::int64_t>(merged_end);
         } else {
-          out.push_back(piece.id(), token, span, PreTokenPosition::kInside);
+          out.push_back(piece.id, token, span, PreTokenPosition::kInside);
         }
         first_piece = false;
         continue;
       }
       // HF's Metaspace pre-tokenizer starts a word at each "▁" (and at the start of the stretch).
       bool const starts_word = first_piece || token.starts_with("\xE2\x96\x81");
-      out.push_back(piece.id(), token, span, starts_word ? PreTokenPosition::kFirst : PreTokenPosition::kInside);
+      out.push_back(piece.id, token, span, starts_word ? PreTokenPosition::kFirst : PreTokenPosition::kInside);
       first_piece = false;
     }
   }
@@ -285,6 +295,7 @@ class SentencePieceModel final : public TokenizerModel {
   // model proto could not be rewritten (then no cut is made inside words).
   std::unique_ptr<sentencepiece::SentencePieceProcessor> inside_processor_;
   std::unordered_set<char32_t> piece_chars_;  // every code point of every piece
+  detail::UnigramViterbi viterbi_;            // each word's pieces as HF's tokenizers chooses them
   bool word_cuts_ = false;
   SentencePieceOptions options_;
   std::string source_;

@@ -165,7 +165,7 @@ inline namespace FLASHDEBERTA_TOKENIZER_FLAVOUR {
 // Tokenizer may be shared by any number of threads, either kind (docs/thread-safety.md).
 inline Tokenizer load_tokenizer(std::filesystem::path const& dir) {
   std::error_code ec;
-  FLASHDEBERTA_REQUIRE(std::filesystem::exists(dir, ec), dir.string() << ": no such directory");
+  FLASHDEBERTA_REQUIRE_FILE(std::filesystem::exists(dir, ec), dir.string() << ": no such directory");
   TokenizerConfig const config = load_tokenizer_config(dir);
   if (detect_tokenizer_kind(dir, config) == TokenizerKind::kGpt2Bpe) {
     FLASHDEBERTA_REQUIRE(!config.do_lower_case.value_or(false),

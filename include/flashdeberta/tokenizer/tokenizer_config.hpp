@@ -60,10 +60,10 @@ namespace detail {
 
 inline std::string read_text_file(std::filesystem::path const& file, char const* what) {
   std::ifstream in(file, std::ios::binary);
-  FLASHDEBERTA_REQUIRE(in.good(), file.string() << ": cannot open the " << what);
+  FLASHDEBERTA_REQUIRE_FILE(in.good(), file.string() << ": cannot open the " << what);
   std::ostringstream text;
   text << in.rdbuf();
-  FLASHDEBERTA_REQUIRE(!in.bad(), file.string() << ": error while reading the " << what);
+  FLASHDEBERTA_REQUIRE_FILE(!in.bad(), file.string() << ": error while reading the " << what);
   return text.str();
 }
 
