@@ -30,7 +30,8 @@ clang_build=$build-clang
 CXX=clang++ cmake -S "$root" -B "$clang_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DFLASHDEBERTA_NATIVE=OFF \
   -DFLASHDEBERTA_SANITIZE=ON -DFLASHDEBERTA_BUILD_FUZZ=ON -DFLASHDEBERTA_BUILD_EXAMPLES=ON \
-  -DFLASHDEBERTA_BUILD_BENCH=OFF -DFLASHDEBERTA_WITH_KOKKOS=OFF -DFLASHDEBERTA_WITH_CUDA=OFF >/dev/null
+  -DFLASHDEBERTA_BUILD_BENCH=OFF -DFLASHDEBERTA_WITH_KOKKOS=OFF -DFLASHDEBERTA_WITH_CUDA=OFF \
+  -DFLASHDEBERTA_BUILD_PYTHON=OFF >/dev/null
 cmake --build "$clang_build" -j"$jobs"
 echo "== tests under AddressSanitizer + UBSan"
 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir "$clang_build" --output-on-failure -j"$jobs"

@@ -15,37 +15,23 @@
 #include "flashdeberta/core/dtype.hpp"
 #include "flashdeberta/heads/head_kind.hpp"
 #include "flashdeberta/policy/op_args.hpp"
+#include "flashdeberta/runtime/options.hpp"
 
 namespace flashdeberta::cli {
 
-// A mistake in the command line. main() turns it into exit status 2, as getopt-style tools do, so a
-// script can tell "you called me wrong" from "the run failed" (status 1).
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-enum class BackendKind { kEigen, kKokkos, kCuda };
-
-// --max-tokens default: the most tokens one input (a run file's [B][L] positions, a bench batch, a text or a
-// pipeline batch) may hold. 65536 is 128 sequences of 512 (the length DeBERTa is trained at), far above what
-// the pipelines batch, yet a mistake (a whole file as one line, a JSON of 10^6 ids) is refused at once instead
-// of allocating for minutes: at 65536 tokens a v3-base forward already holds 1.6 GB of activations and a
-// masked-LM head over its 128k vocabulary 34 GB of logits.
-inline constexpr std::int64_t kDefaultMaxTokens = 65536;
-
-struct CommonOptions {
-  std::filesystem::path model;
-  BackendKind backend = BackendKind::kEigen;
-  AttentionImpl attention = AttentionImpl::kFlash;
-  DType dtype = DType::kF32;
-  int threads = 0;                              // 0: every core the backend sees
-  std::int64_t max_tokens = kDefaultMaxTokens;  // --max-tokens
-};
-
-// Throws flashdeberta::Error (exit 1) when `tokens` exceeds --max-tokens: "<what> holds N tokens, more than
-// --max-tokens M ...". `what` names the input ("input.json: input_ids [1, 1000000]", "text 3").
-void require_max_tokens(std::int64_t tokens, std::int64_t max_tokens, std::string const& what);
+// The runtime's option types under the CLI's names. A UsageError (a mistake in the command line, or a
+// request the build or checkpoint cannot serve) becomes exit status 2 in main(), as getopt-style tools do,
+// so a script can tell "you called me wrong" from "the run failed" (status 1).
+using runtime::attention_name;
+using runtime::backend_compiled_in;
+using runtime::backend_name;
+using runtime::BackendKind;
+using runtime::describe_backend;
+using runtime::dtype_option_name;
+using runtime::kDefaultMaxTokens;
+using runtime::require_max_tokens;
+using runtime::UsageError;
+using CommonOptions = runtime::RuntimeOptions;
 
 struct RunOptions {
   CommonOptions common;
@@ -62,16 +48,6 @@ struct BenchOptions {
   int repeat = 10;
   bool json = false;
 };
-
-std::string_view backend_name(BackendKind backend);
-std::string_view attention_name(AttentionImpl attention);
-std::string_view dtype_option_name(DType dtype);  // "fp32", "bf16", "fp16"
-
-// "eigen, attention flash, dtype fp32, 8 threads": the summary line both commands print.
-std::string describe_backend(CommonOptions const& options, int threads);
-
-// Whether this binary was built with the backend.
-bool backend_compiled_in(BackendKind backend);
 
 // Applies one of the options every model command shares (--model, --backend, --attention, --dtype,
 // --threads, --max-tokens) with run's parsing and messages; false when `name` is none of them. For commands that parse

@@ -17,9 +17,15 @@
 
 #include "commands.hpp"
 #include "flashdeberta/io/json.hpp"
-#include "model_dispatch.hpp"
+#include "flashdeberta/runtime/loaded_model.hpp"
 
 namespace flashdeberta::cli {
+
+using runtime::Backend;
+using runtime::DeviceRun;
+using runtime::LoadedModel;
+using runtime::read_model_config;
+using runtime::variant_name;
 
 namespace {
 

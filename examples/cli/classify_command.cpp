@@ -9,8 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "flashdeberta/heads/sequence_classification.hpp"
-#include "flashdeberta/pipelines/text_classification.hpp"
 #include "pipeline_common.hpp"
 
 namespace flashdeberta::cli {
@@ -35,24 +33,14 @@ int classify_command(std::span<char const* const> args) {
     std::cout << classify_help();
     return 0;
   }
-  Pipeline const pipeline(*options, HeadKind::kSequenceClassification, "classify");
-  std::vector<std::string> const labels = label_names(pipeline.config());
-  pipelines::ScoreFunction const function = pipelines::classification_function(pipeline.problem_type(), labels.size());
-
+  auto const pipeline = load_pipeline(*options, HeadKind::kSequenceClassification, "classify");
+  std::optional<std::size_t> const top_k =
+      options->top_k ? std::optional<std::size_t>(static_cast<std::size_t>(*options->top_k)) : std::nullopt;
   for_each_batch(*options, [&](std::vector<std::string> const& texts, std::size_t first) {
-    std::vector<tokenizer::Encoding> encodings;
-    std::vector<std::size_t> sizes;
-    for (std::size_t i = 0; i < texts.size(); ++i) {
-      encodings.push_back(pipeline.encode(texts[i], first + i));
-      sizes.push_back(encodings.back().size());
-    }
-    HeadOutput const out = pipeline.forward(encodings, std::nullopt, first);
-    std::vector<std::vector<float>> const logits = rows_by_sequence(out["logits"], sizes);
+    auto const results = pipeline->classify(texts, {}, top_k, first);
     for (std::size_t i = 0; i < texts.size(); ++i) {
       nlohmann::ordered_json list = nlohmann::ordered_json::array();
-      std::vector<pipelines::LabelScore> scores = pipelines::classify(logits[i], labels, function);
-      if (options->top_k && static_cast<std::size_t>(*options->top_k) < scores.size()) scores.resize(*options->top_k);
-      for (auto const& s : scores) list.push_back({{"label", s.label}, {"score", s.score}});
+      for (auto const& s : results[i]) list.push_back({{"label", s.label}, {"score", s.score}});
       nlohmann::ordered_json line;
       line["text"] = texts[i];
       line["labels"] = std::move(list);

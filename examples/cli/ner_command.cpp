@@ -8,8 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "flashdeberta/heads/sequence_classification.hpp"
-#include "flashdeberta/pipelines/token_classification.hpp"
 #include "pipeline_common.hpp"
 
 namespace flashdeberta::cli {
@@ -35,24 +33,12 @@ int ner_command(std::span<char const* const> args) {
     std::cout << ner_help();
     return 0;
   }
-  Pipeline const pipeline(*options, HeadKind::kTokenClassification, "ner");
-  tokenizer::Tokenizer const& tok = pipeline.tokenizer();
-  std::vector<std::string> const labels = label_names(pipeline.config());
-  auto const decode = [&](std::span<std::int64_t const> ids) { return tok.decode(ids); };
-
+  auto const pipeline = load_pipeline(*options, HeadKind::kTokenClassification, "ner");
   for_each_batch(*options, [&](std::vector<std::string> const& texts, std::size_t first) {
-    std::vector<tokenizer::Encoding> encodings;
-    std::vector<std::size_t> sizes;
+    auto const results = pipeline->ner(texts, first);
     for (std::size_t i = 0; i < texts.size(); ++i) {
-      encodings.push_back(pipeline.encode(texts[i], first + i));
-      sizes.push_back(encodings.back().size());
-    }
-    HeadOutput const out = pipeline.forward(encodings, std::nullopt, first);
-    std::vector<std::vector<float>> const logits = rows_by_sequence(out["logits"], sizes);
-    for (std::size_t i = 0; i < texts.size(); ++i) {
-      auto const predictions = pipelines::token_predictions(encodings[i], logits[i], labels.size());
       nlohmann::ordered_json list = nlohmann::ordered_json::array();
-      for (auto const& e : pipelines::group_entities_simple(encodings[i], predictions, labels, decode)) {
+      for (auto const& e : results[i]) {
         list.push_back({{"entity_group", e.entity_group},
                         {"score", e.score},
                         {"word", e.word},

@@ -11,8 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include "flashdeberta/core/error.hpp"
-#include "flashdeberta/io/json.hpp"
-#include "flashdeberta/io/mapped_file.hpp"
 
 namespace flashdeberta::cli {
 
@@ -71,30 +69,6 @@ class Progress {
   Clock::time_point start_;
   Clock::time_point last_;
 };
-
-// The same strict reader as the model's config (the model has loaded it by now); HF writes null when unset.
-std::string read_problem_type(std::filesystem::path const& config_path) {
-  io::MappedFile const file = io::MappedFile::open(config_path);
-  std::string_view const text(reinterpret_cast<char const*>(file.bytes().data()), file.size());
-  io::Json const root = io::parse_json(text, config_path.string(), "config");
-  auto const it = root.is_object() ? root.find("problem_type") : root.end();
-  return it != root.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-std::string head_description(HeadKind kind) {
-  switch (kind) {
-    case HeadKind::kMaskedLM:
-      return "masked-LM";
-    case HeadKind::kSequenceClassification:
-      return "sequence-classification";
-    case HeadKind::kTokenClassification:
-      return "token-classification";
-    case HeadKind::kQuestionAnswering:
-      return "question-answering";
-    default:
-      return std::string(head_kind_name(kind));
-  }
-}
 
 }  // namespace
 
@@ -193,104 +167,14 @@ std::string pipeline_common_help() {
          "needs included), 1 otherwise.\n";
 }
 
-Pipeline::Pipeline(PipelineOptions const& options, HeadKind head, std::string_view command) {
+std::unique_ptr<Pipeline const> load_pipeline(PipelineOptions const& options, HeadKind head, std::string_view command) {
   auto const start = std::chrono::steady_clock::now();
-  config_ = read_model_config(options.common.model);
-  config_path_ = options.common.model / "config.json";
-  HeadKind const found = head_kind_from_config(config_);
-  if (found != head) {
-    std::string names;
-    for (std::string const& a : config_.architectures) names += (names.empty() ? "" : ", ") + a;
-    throw UsageError(std::string(command) + " needs a " + head_description(head) + " checkpoint (architectures " +
-                     "Deberta*" + std::string(head_kind_class_suffix(head)) + "), but " + config_path_.string() +
-                     (names.empty() ? std::string(" names no architectures (the backbone alone)") : " names " + names));
-  }
-  max_tokens_ = options.common.max_tokens;
-  problem_type_ = read_problem_type(config_path_);
-  tokenizer_.emplace(tokenizer::load_tokenizer(options.tokenizer.value_or(options.common.model)));
-  backend_ = std::make_unique<Backend>(options.common);
-  model_ = backend_->load(options.common.model, config_, head);
+  auto pipeline = std::make_unique<Pipeline const>(options.common, options.tokenizer, head, command);
   if (options.timing) {
     std::chrono::duration<double, std::milli> const load = std::chrono::steady_clock::now() - start;
     std::fprintf(stderr, "flashdeberta: loaded %s in %.1f ms\n", options.common.model.string().c_str(), load.count());
   }
-}
-
-Pipeline::~Pipeline() {
-  model_.reset();
-  backend_.reset();
-}
-
-tokenizer::Encoding Pipeline::encode(std::string const& text, std::size_t index, std::string const* pair) const {
-  require_text_bytes(text.size() + (pair != nullptr ? pair->size() : 0), index, max_tokens_);
-  // Tokenizing stops once the text is sure to hold more than --max-tokens, whatever its length.
-  tokenizer::EncodeOptions options;
-  options.token_limit = static_cast<std::size_t>(max_tokens_);
-  tokenizer::Encoding e;
-  try {
-    e = pair != nullptr ? tokenizer_->encode(text, *pair, options) : tokenizer_->encode(text, options);
-  } catch (tokenizer::TokenLimitError const&) {
-    fail_over_max_tokens(index, max_tokens_);
-  } catch (Error const& error) {
-    fail_text(index, error.what());
-  }
-  return e;
-}
-
-HeadOutput Pipeline::forward(std::vector<tokenizer::Encoding> const& encodings,
-                             std::optional<std::int64_t> mask_token_id, std::size_t first_text) const {
-  std::int64_t total = 0;
-  for (tokenizer::Encoding const& e : encodings) total += static_cast<std::int64_t>(e.size());
-  FLASHDEBERTA_REQUIRE(total <= max_tokens_, "texts " << first_text << " to " << first_text + encodings.size() - 1
-                                                      << " hold " << total
-                                                      << " tokens together, more than --max-tokens " << max_tokens_
-                                                      << " (lower --batch-size, or raise --max-tokens)");
-  Batch batch;
-  bool const types = config_.type_vocab_size > 0;
-  for (std::size_t i = 0; i < encodings.size(); ++i) {
-    tokenizer::Encoding const& e = encodings[i];
-    std::vector<std::int32_t> ids, type_ids;
-    for (std::size_t t = 0; t < e.size(); ++t) {
-      std::int64_t const id = e.input_ids[t];
-      if (id < 0 || id >= config_.vocab_size) {
-        fail_text(first_text + i, "token '" + e.tokens[t] + "' has id " + std::to_string(id) +
-                                      ", outside the model's vocabulary (vocab_size " +
-                                      std::to_string(config_.vocab_size) + " in " + config_path_.string() +
-                                      "); is the tokenizer the checkpoint's own?");
-      }
-      ids.push_back(static_cast<std::int32_t>(id));
-      if (types)
-        type_ids.push_back(
-            static_cast<std::int32_t>(std::min<std::int64_t>(e.token_type_ids[t], config_.type_vocab_size - 1)));
-    }
-    batch.add_sequence(ids, type_ids);
-  }
-  return model_->forward_head(batch, mask_token_id);
-}
-
-std::vector<std::vector<float>> rows_by_sequence(HostHeadTensor const& t, std::span<std::size_t const> sizes) {
-  std::vector<std::vector<float>> out(sizes.size());
-  std::size_t const width = static_cast<std::size_t>(t.width);
-  if (t.rows == HeadRows::kSequences) {
-    FLASHDEBERTA_REQUIRE(t.row_count == static_cast<std::int64_t>(sizes.size()),
-                         t.name << ": " << t.row_count << " rows for " << sizes.size() << " sequences");
-    for (std::size_t b = 0; b < sizes.size(); ++b)
-      out[b].assign(t.values.begin() + b * width, t.values.begin() + (b + 1) * width);
-    return out;
-  }
-  std::vector<std::size_t> starts(sizes.size() + 1, 0);
-  for (std::size_t b = 0; b < sizes.size(); ++b) {
-    starts[b + 1] = starts[b] + sizes[b];
-    out[b].assign(sizes[b] * width, 0.0f);
-  }
-  for (std::int64_t r = 0; r < t.row_count; ++r) {
-    std::size_t const token = static_cast<std::size_t>(t.tokens[r]);
-    auto const next = std::upper_bound(starts.begin(), starts.end(), token);
-    std::size_t const b = static_cast<std::size_t>(next - starts.begin()) - 1;
-    FLASHDEBERTA_REQUIRE(b < sizes.size(), t.name << ": row " << r << " names token " << token);
-    std::copy_n(t.values.begin() + r * width, width, out[b].begin() + (token - starts[b]) * width);
-  }
-  return out;
+  return pipeline;
 }
 
 void for_each_batch(PipelineOptions const& options,
@@ -358,23 +242,6 @@ bool read_bounded_line(std::istream& in, std::string& line, std::size_t limit, s
     }
     line.push_back(static_cast<char>(c));
   }
-}
-
-void require_text_bytes(std::size_t bytes, std::size_t index, std::int64_t max_tokens) {
-  std::int64_t const limit = max_text_bytes(max_tokens);
-  if (static_cast<std::int64_t>(bytes) <= limit) return;
-  fail_text(index, "the text holds " + std::to_string(bytes) + " bytes, more than the " + std::to_string(limit) + " (" +
-                       std::to_string(kMaxTextBytesPerToken) + " per token) of --max-tokens " +
-                       std::to_string(max_tokens) + "; it is refused before tokenizing (raise --max-tokens)");
-}
-
-void fail_over_max_tokens(std::size_t index, std::int64_t max_tokens) {
-  fail_text(index, "the text holds more than " + std::to_string(max_tokens) + " tokens, more than --max-tokens " +
-                       std::to_string(max_tokens) + " (tokenizing stopped there; raise --max-tokens)");
-}
-
-void fail_text(std::size_t index, std::string const& message) {
-  throw Error("text " + std::to_string(index) + ": " + message);
 }
 
 }  // namespace flashdeberta::cli

@@ -1,7 +1,7 @@
-// What the pipeline commands (fill-mask, classify, ner, qa) share: their options, the checkpoint with
-// its tokenizer and the head they need, texts from the command line or stdin in batches, the progress
-// bar, and the forward pass over a batch of encodings. The post-processing itself is the library's
-// (include/flashdeberta/pipelines/).
+// What the pipeline commands (fill-mask, classify, ner, qa) share: their options, the checkpoint loaded
+// with --timing, texts from the command line or stdin in batches, and the progress bar. The tasks
+// themselves are the runtime's (runtime/include/flashdeberta/runtime/pipeline.hpp), shared with the
+// Python package and the server.
 #pragma once
 
 #include <chrono>
@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "args.hpp"
+#include "flashdeberta/core/model_config.hpp"
 #include "flashdeberta/heads/head_kind.hpp"
 #include "flashdeberta/heads/head_output.hpp"
-#include "flashdeberta/core/model_config.hpp"
+#include "flashdeberta/runtime/pipeline.hpp"
 #include "flashdeberta/tokenizer/tokenizer.hpp"
-#include "model_dispatch.hpp"
 
 namespace flashdeberta::cli {
 
@@ -51,50 +51,16 @@ std::optional<PipelineOptions> parse_pipeline_options(std::string_view command, 
 // The usage lines every pipeline command shares (backend, dtype, ...), for the help texts.
 std::string pipeline_common_help();
 
-// A loaded checkpoint: config, tokenizer and the model with the head `command` needs.
-class Pipeline {
- public:
-  // Checks config.json's architectures against `head` first (a usage error naming what the checkpoint
-  // holds), then loads the tokenizer and the model.
-  Pipeline(PipelineOptions const& options, HeadKind head, std::string_view command);
-  ~Pipeline();
+using runtime::fail_over_max_tokens;
+using runtime::fail_text;
+using runtime::kMaxTextBytesPerToken;
+using runtime::max_text_bytes;
+using runtime::Pipeline;
+using runtime::require_text_bytes;
 
-  ModelConfig const& config() const { return config_; }
-  tokenizer::Tokenizer const& tokenizer() const { return *tokenizer_; }
-  std::filesystem::path const& config_path() const { return config_path_; }
-  // config.json's problem_type, "" when absent.
-  std::string const& problem_type() const { return problem_type_; }
-
-  // `text` (and `pair`, for question answering) encoded, refused as "text <index>: ..." when it is longer than
-  // --max-tokens admits: by its bytes before it is tokenized (max_text_bytes), then by its tokens.
-  tokenizer::Encoding encode(std::string const& text, std::size_t index, std::string const* pair = nullptr) const;
-
-  // The head over `encodings` as one packed batch; per-token outputs come back as one vector per
-  // encoding (rows in token order, `width` values each), per-sequence outputs as one row per encoding.
-  // `mask_token_id`: a masked LM computes only those tokens' rows. `first_text`: the number of the first
-  // encoding's text, for messages. A batch of more than --max-tokens tokens is refused.
-  HeadOutput forward(std::vector<tokenizer::Encoding> const& encodings, std::optional<std::int64_t> mask_token_id,
-                     std::size_t first_text) const;
-
- private:
-  ModelConfig config_;
-  std::filesystem::path config_path_;
-  std::string problem_type_;
-  std::int64_t max_tokens_ = kDefaultMaxTokens;
-  std::optional<tokenizer::Tokenizer> tokenizer_;
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<LoadedModel> model_;  // destroyed before backend_ (declared after it)
-};
-
-// The longest text (or stdin line) the pipeline commands tokenize for --max-tokens N: kMaxTextBytesPerToken x N
-// bytes. No tokenizer of these checkpoints makes tokens that long on average (English averages about 4 bytes
-// per token), so a longer text cannot fit and is refused before any of it is tokenized or even read.
-inline constexpr std::int64_t kMaxTextBytesPerToken = 64;
-inline std::int64_t max_text_bytes(std::int64_t max_tokens) { return kMaxTextBytesPerToken * max_tokens; }
-
-// A head tensor's rows for each sequence of the batch built from `sizes` (encoding lengths): per token
-// rows become [size * width] (zeros for tokens the head did not compute), per sequence rows [width].
-std::vector<std::vector<float>> rows_by_sequence(HostHeadTensor const& t, std::span<std::size_t const> sizes);
+// The checkpoint of `options` with its tokenizer and the head `command` needs (runtime::Pipeline), the
+// load time on stderr with --timing.
+std::unique_ptr<Pipeline const> load_pipeline(PipelineOptions const& options, HeadKind head, std::string_view command);
 
 // Calls `run(texts, first)` for batches of `batch_size` texts from options.texts or stdin lines (first:
 // the 1-based number of the batch's first text), drawing a progress bar on stderr when asked (--progress)
@@ -108,14 +74,5 @@ void for_each_batch(PipelineOptions const& options,
 // the end of the input.
 bool read_bounded_line(std::istream& in, std::string& line, std::size_t limit, std::size_t index,
                        std::int64_t max_tokens);
-
-// Refuses (as text `index`) a text, with its pair, longer than max_text_bytes(max_tokens), before it is tokenized.
-void require_text_bytes(std::size_t bytes, std::size_t index, std::int64_t max_tokens);
-
-// The refusal of text `index` once tokenizing it stopped at --max-tokens (tokenizer::TokenLimitError).
-[[noreturn]] void fail_over_max_tokens(std::size_t index, std::int64_t max_tokens);
-
-// "text 3: <message>" for an error while handling text number `index`.
-[[noreturn]] void fail_text(std::size_t index, std::string const& message);
 
 }  // namespace flashdeberta::cli

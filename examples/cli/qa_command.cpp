@@ -8,19 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "flashdeberta/pipelines/question_answering.hpp"
-#include "flashdeberta/pipelines/text_span.hpp"
 #include "pipeline_common.hpp"
 
 namespace flashdeberta::cli {
-
-namespace {
-
-// HF's pipeline splits longer inputs into overlapping windows of 384 tokens (stride 128); this one
-// window is all qa handles.
-constexpr std::size_t kMaxWindow = 384;
-
-}  // namespace
 
 std::string qa_help() {
   return "usage: flashdeberta qa --model DIR --question Q --context C [options]\n"
@@ -51,26 +41,14 @@ int qa_command(std::span<char const* const> args) {
   if (options->context->find_first_not_of(" \t\r\n") == std::string::npos) {
     throw UsageError("--context is empty (see 'flashdeberta qa --help')");
   }
-  Pipeline const pipeline(*options, HeadKind::kQuestionAnswering, "qa");
-  tokenizer::Tokenizer const& tok = pipeline.tokenizer();
-  tokenizer::Encoding const e = pipeline.encode(*options->question, 1, &*options->context);
-  FLASHDEBERTA_REQUIRE(e.size() <= kMaxWindow, "the question and context take "
-                                                   << e.size() << " tokens, more than the " << kMaxWindow
-                                                   << " of one window (HF's pipeline would split the context "
-                                                      "into overlapping windows, which qa does not do yet)");
-  std::vector<tokenizer::Encoding> const encodings = {e};
-  std::size_t const sizes[] = {e.size()};
-  HeadOutput const out = pipeline.forward(encodings, std::nullopt, 1);
-  std::vector<float> const start = rows_by_sequence(out["start_logits"], sizes).front();
-  std::vector<float> const end = rows_by_sequence(out["end_logits"], sizes).front();
-  auto const span = pipelines::best_answer_span(e, start, end, tok.special_ids().cls);
-  FLASHDEBERTA_REQUIRE(span.has_value(), "the context has no token to answer with");
+  auto const pipeline = load_pipeline(*options, HeadKind::kQuestionAnswering, "qa");
+  runtime::Answer const a = pipeline->answer(*options->question, *options->context);
   nlohmann::ordered_json line;
   line["question"] = *options->question;
-  line["score"] = span->score;
-  line["start"] = span->start;
-  line["end"] = span->end;
-  line["answer"] = pipelines::substr_code_points(*options->context, span->start, span->end);
+  line["score"] = a.score;
+  line["start"] = a.start;
+  line["end"] = a.end;
+  line["answer"] = a.answer;
   std::cout << line.dump() << '\n';
   return 0;
 }

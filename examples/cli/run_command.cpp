@@ -24,10 +24,16 @@
 #include "flashdeberta/io/json.hpp"
 #include "flashdeberta/io/safetensors_writer.hpp"
 #include "flashdeberta/model/deberta_model.hpp"
+#include "flashdeberta/runtime/loaded_model.hpp"
 #include "input_json.hpp"
-#include "model_dispatch.hpp"
 
 namespace flashdeberta::cli {
+
+using runtime::Backend;
+using runtime::DeviceRun;
+using runtime::LoadedModel;
+using runtime::read_model_config;
+using runtime::variant_name;
 
 namespace {
 

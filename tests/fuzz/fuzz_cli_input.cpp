@@ -15,10 +15,6 @@
 namespace fz = flashdeberta::fuzz;
 namespace cli = flashdeberta::cli;
 
-// args.cpp (linked for require_max_tokens) refers to this, which lives with the backends in
-// model_dispatch.cpp; the reader never asks, and this target links no backend.
-bool flashdeberta::cli::backend_compiled_in(BackendKind) { return false; }
-
 namespace {
 
 void check_input(cli::TokenInput const& in) {

@@ -103,7 +103,7 @@ inline Tokenizer assemble(std::shared_ptr<TokenizerModel const> model, Tokenizer
   SpecialIds ids{id_of(s.cls),  id_of(s.sep),  id_of(s.pad),          s.cls.content,
                  s.sep.content, s.pad.content, hf_pair_special_tokens};
   std::int64_t const mask = id_of(s.mask);
-  return Tokenizer(std::move(model), std::move(added), std::move(ids), mask);
+  return Tokenizer(std::move(model), std::move(added), std::move(ids), mask, config.model_max_length);
 }
 
 inline bool is_file(std::filesystem::path const& p) {

@@ -89,8 +89,12 @@ inline std::vector<TextSegment> split_added_tokens(DecodedText const& text, std:
 class Tokenizer {
  public:
   Tokenizer(std::shared_ptr<TokenizerModel const> model, std::vector<AddedToken> added, SpecialIds specials,
-            std::int64_t mask_id)
-      : model_(std::move(model)), added_(std::move(added)), specials_(std::move(specials)), mask_id_(mask_id) {
+            std::int64_t mask_id, std::optional<std::int64_t> model_max_length = std::nullopt)
+      : model_(std::move(model)),
+        added_(std::move(added)),
+        specials_(std::move(specials)),
+        mask_id_(mask_id),
+        model_max_length_(model_max_length) {
     std::vector<std::u32string> contents;
     for (std::size_t k = 0; k < added_.size(); ++k) {
       contents.push_back(decode_utf8(added_[k].content, "added token").chars);
@@ -197,6 +201,8 @@ class Tokenizer {
     return n;
   }
   std::int64_t mask_token_id() const { return mask_id_; }
+  // tokenizer_config.json's model_max_length: where HF truncates when asked to without a max_length.
+  std::optional<std::int64_t> model_max_length() const { return model_max_length_; }
   SpecialIds const& special_ids() const { return specials_; }
   std::vector<AddedToken> const& added_tokens() const { return added_; }
   char const* kind() const { return model_->kind(); }
@@ -225,6 +231,7 @@ class Tokenizer {
   std::shared_ptr<AddedTokenMatcher const> matcher_;  // shared by copies, like the model
   SpecialIds specials_;
   std::int64_t mask_id_ = -1;
+  std::optional<std::int64_t> model_max_length_;
   std::unordered_map<std::int64_t, std::size_t> by_id_;
   std::unordered_map<std::string, std::size_t> by_content_;
 };

@@ -1,7 +1,8 @@
-// The CLI's one crossing from run time to compile time: --backend picks the policy, config.json picks the
-// variant, --head (or config.json's architectures) the head, and the commands see the resulting
-// DebertaModel<V, P> or DebertaWith<V, P, Head> through a small interface, so only model_dispatch.cpp
-// instantiates the model templates (for CudaPolicy too: its header is host C++).
+// The front ends' one crossing from run time to compile time: the backend option picks the policy,
+// config.json picks the variant, the head asked for (or config.json's architectures) the head, and the
+// CLI, the Python package and the server see the resulting DebertaModel<V, P> or DebertaWith<V, P, Head>
+// through a small interface, so only loaded_model.cpp instantiates the model templates (for CudaPolicy
+// too: its header is host C++).
 #pragma once
 
 #include <cstdint>
@@ -11,13 +12,13 @@
 #include <string_view>
 #include <vector>
 
-#include "args.hpp"
-#include "flashdeberta/heads/head_kind.hpp"
-#include "flashdeberta/heads/head_output.hpp"
 #include "flashdeberta/core/batch.hpp"
 #include "flashdeberta/core/model_config.hpp"
+#include "flashdeberta/heads/head_kind.hpp"
+#include "flashdeberta/heads/head_output.hpp"
+#include "flashdeberta/runtime/options.hpp"
 
-namespace flashdeberta::cli {
+namespace flashdeberta::runtime {
 
 // config.json of a checkpoint directory; a missing directory is named as such, not as a missing file in it.
 ModelConfig read_model_config(std::filesystem::path const& directory);
@@ -53,8 +54,8 @@ class LoadedModel {
 // and its policy. Every LoadedModel must be destroyed before the Backend that loaded it.
 class Backend {
  public:
-  // Throws UsageError for a backend this build lacks and for a --dtype the backend does not compute in.
-  explicit Backend(CommonOptions const& options);
+  // Throws UsageError for a backend this build lacks and for a dtype the backend does not compute in.
+  explicit Backend(RuntimeOptions const& options);
   ~Backend();
   Backend(Backend const&) = delete;
   Backend& operator=(Backend const&) = delete;
@@ -69,4 +70,4 @@ class Backend {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace flashdeberta::cli
+}  // namespace flashdeberta::runtime

@@ -1,5 +1,7 @@
-#include "model_dispatch.hpp"
+#include "flashdeberta/runtime/loaded_model.hpp"
 
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -13,54 +15,42 @@
 #include "flashdeberta/variant/dispatch.hpp"
 
 // CMake links flashdeberta::kokkos and flashdeberta::cuda and defines these when the build has the backend.
-#if defined(FLASHDEBERTA_CLI_WITH_KOKKOS)
-#define FLASHDEBERTA_CLI_HAS_KOKKOS 1
+#if defined(FLASHDEBERTA_RUNTIME_WITH_KOKKOS)
+#define FLASHDEBERTA_RUNTIME_HAS_KOKKOS 1
 #include <Kokkos_Core.hpp>
 
 #include "flashdeberta/kokkos/kokkos_policy.hpp"
 #else
-#define FLASHDEBERTA_CLI_HAS_KOKKOS 0
+#define FLASHDEBERTA_RUNTIME_HAS_KOKKOS 0
 #endif
 
-#if defined(FLASHDEBERTA_CLI_WITH_CUDA)
-#define FLASHDEBERTA_CLI_HAS_CUDA 1
+#if defined(FLASHDEBERTA_RUNTIME_WITH_CUDA)
+#define FLASHDEBERTA_RUNTIME_HAS_CUDA 1
 #include <cuda_runtime_api.h>
 
 #include "flashdeberta/cuda/cuda_policy.hpp"
 #include "flashdeberta/cuda/event_timer.hpp"
 #else
-#define FLASHDEBERTA_CLI_HAS_CUDA 0
+#define FLASHDEBERTA_RUNTIME_HAS_CUDA 0
 #endif
 
-namespace flashdeberta::cli {
-
-bool backend_compiled_in(BackendKind backend) {
-  switch (backend) {
-    case BackendKind::kEigen:
-      return true;
-    case BackendKind::kKokkos:
-      return FLASHDEBERTA_CLI_HAS_KOKKOS != 0;
-    case BackendKind::kCuda:
-      return FLASHDEBERTA_CLI_HAS_CUDA != 0;
-  }
-  return false;
-}
+namespace flashdeberta::runtime {
 
 namespace {
 
 // The closed set of policies this build can run; std::visit is the run-time -> compile-time switch.
 using AnyPolicy = std::variant<EigenPolicy
-#if FLASHDEBERTA_CLI_HAS_KOKKOS
+#if FLASHDEBERTA_RUNTIME_HAS_KOKKOS
                                ,
                                KokkosPolicy<>
 #endif
-#if FLASHDEBERTA_CLI_HAS_CUDA
+#if FLASHDEBERTA_RUNTIME_HAS_CUDA
                                ,
                                CudaPolicy
 #endif
                                >;
 
-#if FLASHDEBERTA_CLI_HAS_CUDA
+#if FLASHDEBERTA_RUNTIME_HAS_CUDA
 // One forward timed on the model's stream (input uploads included: forward ends fenced) and the device memory
 // it used beyond `weights_bytes`.
 template <class Model>
@@ -95,7 +85,7 @@ class TypedModel final : public LoadedModel {
  public:
   TypedModel(P const& policy, std::filesystem::path const& directory, ModelOptions options)
       : model_(DebertaModel<V, P>::load(policy, directory, options)) {
-#if FLASHDEBERTA_CLI_HAS_CUDA
+#if FLASHDEBERTA_RUNTIME_HAS_CUDA
     if constexpr (kIsCuda<P>) weights_bytes_ = policy.memory_stats().in_use_bytes;
 #endif
   }
@@ -108,7 +98,7 @@ class TypedModel final : public LoadedModel {
     return out;
   }
   std::optional<DeviceRun> device_forward(Batch const& batch) const override {
-#if FLASHDEBERTA_CLI_HAS_CUDA
+#if FLASHDEBERTA_RUNTIME_HAS_CUDA
     if constexpr (kIsCuda<P>) return time_on_device(events_, model_, batch, weights_bytes_);
 #endif
     (void)batch;
@@ -117,7 +107,7 @@ class TypedModel final : public LoadedModel {
 
  private:
   DebertaModel<V, P> model_;
-#if FLASHDEBERTA_CLI_HAS_CUDA
+#if FLASHDEBERTA_RUNTIME_HAS_CUDA
   std::size_t weights_bytes_ = 0;
   std::conditional_t<kIsCuda<P>, CudaEventTimer, std::monostate> events_;
 #endif
@@ -142,17 +132,25 @@ class TypedHeadModel final : public LoadedModel {
   DebertaWith<V, P, Head> model_;
 };
 
-#if FLASHDEBERTA_CLI_HAS_KOKKOS
-// Kokkos may be initialized once per process; the guard finalizes it when the Backend goes away.
-// Warnings are off because the CLI promises errors as one line on stderr and nothing else there.
+#if FLASHDEBERTA_RUNTIME_HAS_KOKKOS
+// Kokkos may be initialized once per process: every Backend of the process shares one guard, which
+// finalizes Kokkos when the last of them goes away (a Python session may load several models). Warnings
+// are off because the CLI promises errors as one line on stderr and nothing else there.
 std::shared_ptr<void> start_kokkos(int threads) {
+  static std::mutex mutex;
+  static std::weak_ptr<void> running;
+  std::lock_guard const lock(mutex);
+  if (auto guard = running.lock()) return guard;
+  if (Kokkos::is_initialized()) return nullptr;  // the application started it and will finalize it
 #if KOKKOS_VERSION >= 30700
   auto settings = Kokkos::InitializationSettings().set_disable_warnings(true);
   if (threads > 0) settings.set_num_threads(threads);
-  return std::make_shared<Kokkos::ScopeGuard>(settings);
+  auto guard = std::make_shared<Kokkos::ScopeGuard>(settings);
 #else
-  return std::make_shared<Kokkos::ScopeGuard>(Kokkos::InitArguments(threads > 0 ? threads : -1, -1, -1, true));
+  auto guard = std::make_shared<Kokkos::ScopeGuard>(Kokkos::InitArguments(threads > 0 ? threads : -1, -1, -1, true));
 #endif
+  running = guard;
+  return guard;
 }
 #endif
 
@@ -160,9 +158,10 @@ std::shared_ptr<void> start_kokkos(int threads) {
 
 ModelConfig read_model_config(std::filesystem::path const& directory) {
   std::error_code ec;
-  FLASHDEBERTA_REQUIRE(std::filesystem::is_directory(directory, ec),
-                       "--model " << directory.string() << ": no such directory (a Hugging Face checkpoint directory "
-                                  << "with config.json and model.safetensors is expected)");
+  FLASHDEBERTA_REQUIRE_FILE(std::filesystem::is_directory(directory, ec),
+                            "--model " << directory.string()
+                                       << ": no such directory (a Hugging Face checkpoint directory "
+                                       << "with config.json and model.safetensors is expected)");
   return load_model_config(directory);
 }
 
@@ -176,7 +175,7 @@ struct Backend::State {
   AttentionImpl attention = AttentionImpl::kFlash;
 };
 
-Backend::Backend(CommonOptions const& options) : state_(std::make_unique<State>()) {
+Backend::Backend(RuntimeOptions const& options) : state_(std::make_unique<State>()) {
   state_->attention = options.attention;
   std::string const name(backend_name(options.backend));
   if (!backend_compiled_in(options.backend)) {
@@ -186,13 +185,13 @@ Backend::Backend(CommonOptions const& options) : state_(std::make_unique<State>(
     case BackendKind::kEigen:
       state_->policy.emplace(std::in_place_type<EigenPolicy>, options.threads);
       break;
-#if FLASHDEBERTA_CLI_HAS_KOKKOS
+#if FLASHDEBERTA_RUNTIME_HAS_KOKKOS
     case BackendKind::kKokkos:
       state_->runtime = start_kokkos(options.threads);
       state_->policy.emplace(std::in_place_type<KokkosPolicy<>>);
       break;
 #endif
-#if FLASHDEBERTA_CLI_HAS_CUDA
+#if FLASHDEBERTA_RUNTIME_HAS_CUDA
     case BackendKind::kCuda:
       state_->policy.emplace(start_cuda(options.dtype));
       break;
@@ -239,4 +238,4 @@ int Backend::threads() const {
       *state_->policy);
 }
 
-}  // namespace flashdeberta::cli
+}  // namespace flashdeberta::runtime

@@ -1,0 +1,32 @@
+"""flashdeberta: DeBERTa (v1, v2, v3, mDeBERTa) Hugging Face checkpoints on a flash-style C++ engine.
+
+The API follows transformers where it has one:
+
+    import flashdeberta
+    tokenizer = flashdeberta.AutoTokenizer.from_pretrained("models/tiny-en")
+    model = flashdeberta.AutoModelForMaskedLM.from_pretrained("models/tiny-en")
+    outputs = model(**tokenizer(["Paris is the [MASK] of France."], padding=True))
+    outputs["logits"].shape                      # (1, L, vocab), a float32 numpy array
+
+    classify = flashdeberta.pipeline("text-classification", model="models/tiny-en-sections")
+    classify("A library for reading and writing PNG images.")
+
+Every call runs in C++ with the GIL released, so Python threads share one model in parallel. Errors are
+OSError (a missing or unreadable file) or ValueError (anything else the caller got wrong), carrying the
+library's message, which names the file, tensor, field and sizes.
+"""
+
+from ._native import __version__
+from .models import (AutoModel, AutoModelForMaskedLM, AutoModelForMultipleChoice, AutoModelForQuestionAnswering,
+                     AutoModelForSequenceClassification, AutoModelForTokenClassification, ModelOutput,
+                     PreTrainedModel)
+from .pipelines import (FillMaskPipeline, QuestionAnsweringPipeline, TextClassificationPipeline,
+                        TokenClassificationPipeline, pipeline)
+from .tokenizer import AutoTokenizer, Tokenizer
+
+__all__ = [
+    "__version__", "AutoTokenizer", "Tokenizer", "AutoModel", "AutoModelForMaskedLM",
+    "AutoModelForSequenceClassification", "AutoModelForTokenClassification", "AutoModelForQuestionAnswering",
+    "AutoModelForMultipleChoice", "PreTrainedModel", "ModelOutput", "pipeline", "FillMaskPipeline",
+    "TextClassificationPipeline", "TokenClassificationPipeline", "QuestionAnsweringPipeline",
+]

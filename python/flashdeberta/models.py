@@ -1,0 +1,125 @@
+"""AutoModel and AutoModelFor*: a checkpoint with one head on a backend, called with numpy inputs and
+returning HF's output fields (float32 numpy arrays in HF's layouts)."""
+
+import json
+import os
+
+import numpy as np
+
+from . import _native
+
+_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
+           "float16": "float16", "fp16": "float16", "half": "float16"}
+
+
+def backend_for(device, backend):
+    """The C++ backend of a device: "cpu" runs the Eigen backend (or backend="kokkos"), "cuda" the CUDA one."""
+    if backend is not None:
+        return backend
+    device = str(device)
+    if device == "cpu":
+        return "eigen"
+    if device == "cuda" or device.startswith("cuda:"):
+        if device not in ("cuda", "cuda:0"):
+            raise ValueError(f"device={device!r}: flashdeberta runs on the first CUDA device ('cuda')")
+        return "cuda"
+    raise ValueError(f"device={device!r} is not 'cpu' or 'cuda'")
+
+
+def dtype_name(dtype):
+    name = str(dtype).replace("torch.", "")
+    if name not in _DTYPES:
+        raise ValueError(f"dtype={dtype!r} is not one of float32, bfloat16, float16")
+    return _DTYPES[name]
+
+
+def read_config(directory):
+    """config.json as a dict (the C++ loader checks it in depth when the model loads)."""
+    path = os.path.join(directory, "config.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise OSError(f"{path}: cannot read the model config (no such file)") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a JSON config ({e})") from None
+
+
+class ModelOutput(dict):
+    """HF's ModelOutput: the fields by key (out["logits"]) or as attributes (out.logits)."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"this output has no field {name!r} (fields: {', '.join(self)})") from None
+
+
+class PreTrainedModel:
+    """A loaded model. Call it with input_ids (and attention_mask, token_type_ids) as [B, L] integer arrays
+    ([B, C, L] for multiple choice); positions whose attention_mask is 0 hold zeros in the outputs."""
+
+    def __init__(self, directory, head, *, device, dtype, attention, threads, max_tokens, backend):
+        self.name_or_path = directory
+        self.config = read_config(directory)
+        self.device = "cuda" if backend_for(device, backend) == "cuda" else "cpu"
+        self.dtype = dtype_name(dtype)
+        self._native = _native.Model(directory, head, backend_for(device, backend), self.dtype, attention,
+                                     int(threads), int(max_tokens))
+
+    @property
+    def id2label(self):
+        labels = self.config.get("id2label") or {}
+        count = self.config.get("num_labels", len(labels) or 2)
+        return {i: labels.get(str(i), f"LABEL_{i}") for i in range(count)}
+
+    @property
+    def label2id(self):
+        return {label: i for i, label in self.id2label.items()}
+
+    def __call__(self, input_ids=None, attention_mask=None, token_type_ids=None, **unused):
+        unknown = [k for k in unused if k not in ("return_dict", "offset_mapping")]
+        if unknown:
+            raise TypeError(f"unexpected argument(s) {', '.join(unknown)}: flashdeberta models take input_ids, "
+                            "attention_mask and token_type_ids")
+        if input_ids is None:
+            raise ValueError("input_ids is required")
+        arrays = [None if a is None else np.asarray(a) for a in (input_ids, attention_mask, token_type_ids)]
+        return ModelOutput(self._native(*arrays))
+
+    forward = __call__
+
+    def __repr__(self):
+        return (f"flashdeberta.{type(self).__name__}({self.name_or_path!r}, head={self._native.head}, "
+                f"{self._native.description})")
+
+
+def _auto(name, head, doc):
+    def from_pretrained(cls, path, *, device="cpu", dtype="float32", attention="flash", threads=0,
+                        max_tokens=65536, backend=None):
+        if not isinstance(path, (str, os.PathLike)):
+            raise ValueError(f"path must be a checkpoint directory (str or os.PathLike), not {type(path).__name__}")
+        directory = os.fspath(path)
+        if not os.path.isdir(directory):
+            raise OSError(f"{directory}: no such directory (a Hugging Face checkpoint directory with config.json "
+                          "and model.safetensors is expected)")
+        return PreTrainedModel(directory, head, device=device, dtype=dtype, attention=attention, threads=threads,
+                               max_tokens=max_tokens, backend=backend)
+
+    from_pretrained.__doc__ = (f"{doc}\n\ndevice: 'cpu' or 'cuda'; dtype: 'float32' (or 'bfloat16', 'float16' on "
+                               "CUDA); attention: 'flash' or 'eager'; threads: host threads (0: every core); "
+                               "max_tokens: refuse inputs of more positions; backend: 'eigen', 'kokkos' or "
+                               "'cuda' instead of the device's default.")
+    return type(name, (), {"from_pretrained": classmethod(from_pretrained), "__doc__": doc})
+
+
+AutoModel = _auto("AutoModel", "base", "The backbone: last_hidden_state [B, L, H].")
+AutoModelForMaskedLM = _auto("AutoModelForMaskedLM", "mlm", "Masked LM: logits [B, L, vocab].")
+AutoModelForSequenceClassification = _auto("AutoModelForSequenceClassification", "seqcls",
+                                           "Sequence classification: logits [B, num_labels].")
+AutoModelForTokenClassification = _auto("AutoModelForTokenClassification", "tokcls",
+                                        "Token classification: logits [B, L, num_labels].")
+AutoModelForQuestionAnswering = _auto("AutoModelForQuestionAnswering", "qa",
+                                      "Extractive question answering: start_logits, end_logits [B, L].")
+AutoModelForMultipleChoice = _auto("AutoModelForMultipleChoice", "mc",
+                                   "Multiple choice (v2/v3): inputs [B, C, L], logits [B, C].")

@@ -1,0 +1,153 @@
+"""pipeline(): HF's fill-mask, text-classification, token-classification ("simple" aggregation) and
+question-answering pipelines over the C++ tasks the CLI runs, returning HF's structures."""
+
+import os
+
+from . import _native
+from .models import backend_for, dtype_name
+
+_TASKS = {"fill-mask": "fill-mask", "text-classification": "text-classification",
+          "sentiment-analysis": "text-classification", "token-classification": "token-classification",
+          "ner": "token-classification", "question-answering": "question-answering"}
+
+
+def _batches(items, size):
+    for first in range(0, len(items), size):
+        yield items[first:first + size]
+
+
+class Pipeline:
+    """What the four pipelines share: the loaded checkpoint and the batch size."""
+
+    def __init__(self, native, task, batch_size):
+        self._native = native
+        self.task = task
+        self.batch_size = batch_size
+
+    def _batch_size(self, batch_size):
+        size = self.batch_size if batch_size is None else int(batch_size)
+        if size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {size}")
+        return size
+
+    def _run(self, texts, run, batch_size):
+        results = []
+        for batch in _batches(texts, self._batch_size(batch_size)):
+            results.extend(run(batch))
+        return results
+
+    def __repr__(self):
+        return f"flashdeberta.{type(self).__name__}(task={self.task!r})"
+
+
+def _texts(inputs):
+    if isinstance(inputs, str):
+        return [inputs], True
+    if isinstance(inputs, (list, tuple)) and all(isinstance(t, str) for t in inputs):
+        return list(inputs), False
+    raise ValueError(f"inputs must be a str or a list of str, not {type(inputs).__name__}")
+
+
+class FillMaskPipeline(Pipeline):
+    def __call__(self, inputs, top_k=5, batch_size=None):
+        """Per text, the top_k tokens at its mask (a list of dicts), or at each of its masks (a list of lists)."""
+        texts, single = _texts(inputs)
+        if not texts:
+            return []
+        if int(top_k) < 1:
+            raise ValueError(f"top_k must be at least 1, not {top_k}")
+        per_text = self._run(texts, lambda batch: self._native.fill_mask(batch, int(top_k)), batch_size)
+        outputs = [masks[0] if len(masks) == 1 else masks for masks in per_text]
+        # HF returns a one-text list's result unwrapped, as for a single text.
+        return outputs[0] if single or len(outputs) == 1 else outputs
+
+
+class TextClassificationPipeline(Pipeline):
+    _LEGACY = object()  # top_k not given: HF's legacy form, the best label as a dict
+
+    def __call__(self, inputs, top_k=_LEGACY, batch_size=None):
+        """Labels with scores, best first. A text (or {"text", "text_pair"}) with top_k not given: [best] for a
+        str, best for a dict; top_k=None: every label; top_k=K: the K best. A list: one result per item."""
+        legacy = top_k is TextClassificationPipeline._LEGACY
+        items = inputs if isinstance(inputs, list) else [inputs]
+        texts, pairs = [], []
+        for item in items:
+            if isinstance(item, str):
+                texts.append(item)
+                pairs.append(None)
+            elif isinstance(item, dict) and set(item) <= {"text", "text_pair"} and isinstance(item.get("text"), str):
+                texts.append(item["text"])
+                pairs.append(item.get("text_pair"))
+            else:
+                raise ValueError("text-classification takes a str, a {'text', 'text_pair'} dict or a list of "
+                                 f"them, not {type(item).__name__}")
+        if not texts:
+            return []
+        if any(p is not None for p in pairs) and not all(isinstance(p, str) for p in pairs):
+            raise ValueError("every input of one call needs a text_pair (str) when one has it")
+        k = None if legacy or top_k is None else int(top_k)
+        if k is not None and k < 1:
+            raise ValueError(f"top_k must be at least 1 or None, not {top_k}")
+
+        size = self._batch_size(batch_size)
+        results = []
+        for first in range(0, len(texts), size):
+            chunk_pairs = None if pairs[0] is None else pairs[first:first + size]
+            results.extend(self._native.classify(texts[first:first + size], chunk_pairs, k))
+        if legacy:
+            results = [labels[0] for labels in results]
+            if isinstance(inputs, str):
+                return [results[0]]
+        return results if isinstance(inputs, list) else results[0]
+
+
+class TokenClassificationPipeline(Pipeline):
+    def __call__(self, inputs, batch_size=None):
+        """Entities of each text ("simple" aggregation): entity_group, score, word, start, end."""
+        texts, single = _texts(inputs)
+        per_text = self._run(texts, self._native.ner, batch_size)
+        return per_text[0] if single else per_text
+
+
+class QuestionAnsweringPipeline(Pipeline):
+    def __call__(self, inputs=None, *, question=None, context=None):
+        """The best answer span: {"score", "start", "end", "answer"}; a list of {"question", "context"}
+        dicts gives a list of answers."""
+        if inputs is None:
+            if not isinstance(question, str) or not isinstance(context, str):
+                raise ValueError("question-answering needs question= and context= (str)")
+            return self._native.answer(question, context)
+        items = inputs if isinstance(inputs, list) else [inputs]
+        answers = []
+        for item in items:
+            if not (isinstance(item, dict) and isinstance(item.get("question"), str)
+                    and isinstance(item.get("context"), str)):
+                raise ValueError("question-answering takes {'question': str, 'context': str} dicts")
+            answers.append(self._native.answer(item["question"], item["context"]))
+        return answers if isinstance(inputs, list) else answers[0]
+
+
+_CLASSES = {"fill-mask": FillMaskPipeline, "text-classification": TextClassificationPipeline,
+            "token-classification": TokenClassificationPipeline, "question-answering": QuestionAnsweringPipeline}
+
+
+def pipeline(task, model=None, tokenizer=None, *, device="cpu", dtype="float32", attention="flash", threads=0,
+             batch_size=8, max_tokens=65536, backend=None):
+    """HF's pipeline(task, model=DIR): task is fill-mask, text-classification (sentiment-analysis),
+    token-classification (ner) or question-answering; model a checkpoint directory whose architectures
+    hold the task's head; tokenizer a directory with the tokenizer files when they are not in model."""
+    if task not in _TASKS:
+        raise ValueError(f"task {task!r} is not one of {', '.join(sorted(_TASKS))}")
+    for name, value in (("model", model), ("tokenizer", tokenizer)):
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise ValueError(f"{name} must be a checkpoint directory (str or os.PathLike), not {type(value).__name__}")
+    if model is None:
+        raise ValueError("pipeline() needs model=, a checkpoint directory (flashdeberta downloads nothing)")
+    if not os.path.isdir(model):
+        raise OSError(f"{os.fspath(model)}: no such directory (a Hugging Face checkpoint directory is expected)")
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+    native = _native.Pipeline(_TASKS[task], os.fspath(model), None if tokenizer is None else os.fspath(tokenizer),
+                              backend_for(device, backend), dtype_name(dtype), attention, int(threads),
+                              int(max_tokens))
+    return _CLASSES[_TASKS[task]](native, _TASKS[task], int(batch_size))

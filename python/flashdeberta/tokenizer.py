@@ -1,0 +1,134 @@
+"""AutoTokenizer: the checkpoint's tokenizer (SentencePiece for v2/v3, byte-level BPE for v1), called as
+transformers' tokenizers are, giving numpy arrays (HF's return_tensors="np") by default."""
+
+import os
+
+from . import _native
+
+_PADDING = {False: "do_not_pad", None: "do_not_pad", "do_not_pad": "do_not_pad", True: "longest",
+            "longest": "longest", "max_length": "max_length"}
+_TRUNCATION = {False: "do_not_truncate", "do_not_truncate": "do_not_truncate", True: "longest_first",
+               "longest_first": "longest_first", "only_first": "only_first", "only_second": "only_second"}
+
+
+def _path(path, what):
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"{what} must be a checkpoint directory (str or os.PathLike), not {type(path).__name__}")
+    return os.fspath(path)
+
+
+def _texts(value, name):
+    """A str or a list/tuple of str as (list, whether it was a single text)."""
+    if isinstance(value, str):
+        return [value], True
+    if isinstance(value, (list, tuple)) and all(isinstance(t, str) for t in value):
+        return list(value), False
+    raise ValueError(f"{name} must be a str or a list of str, not {type(value).__name__}")
+
+
+class Tokenizer:
+    """A loaded tokenizer; share it between threads freely (every call releases the GIL)."""
+
+    def __init__(self, native, directory):
+        self._native = native
+        self.name_or_path = directory
+
+    def __call__(self, text, text_pair=None, *, add_special_tokens=True, padding=False, truncation=None,
+                 max_length=None, return_offsets_mapping=False, return_tensors="np"):
+        texts, single = _texts(text, "text")
+        pairs = None
+        if text_pair is not None:
+            pairs, pair_single = _texts(text_pair, "text_pair")
+            if pair_single != single or len(pairs) != len(texts):
+                raise ValueError(f"text_pair must match text: {len(texts)} texts but {len(pairs)} text pairs")
+        if padding not in _PADDING:
+            raise ValueError(f"padding={padding!r}: use True/'longest', 'max_length' or False/'do_not_pad'")
+        pad = _PADDING[padding]
+        if truncation is None:
+            # HF truncates when only max_length is given (and warns); with padding to max_length it does not.
+            trunc = "longest_first" if max_length is not None and pad == "do_not_pad" else "do_not_truncate"
+        elif truncation in _TRUNCATION:
+            trunc = _TRUNCATION[truncation]
+        else:
+            raise ValueError(f"truncation={truncation!r}: use True/'longest_first', 'only_first', 'only_second' "
+                             "or False/'do_not_truncate'")
+        if max_length is None and (trunc != "do_not_truncate" or pad == "max_length"):
+            max_length = self.model_max_length  # HF's default; None (no limit) when the config has none
+        if pad == "max_length" and max_length is None:
+            raise ValueError("padding='max_length' needs max_length (tokenizer_config.json has no model_max_length)")
+        if return_tensors not in ("np", None):
+            raise ValueError(f"return_tensors={return_tensors!r}: flashdeberta returns numpy arrays ('np') or "
+                             "lists (None)")
+        if return_tensors == "np":
+            return dict(self._native.encode_batch(texts, pairs, add_special_tokens, trunc, max_length, pad,
+                                                  return_offsets_mapping))
+        return self._as_lists(texts, pairs, add_special_tokens, trunc, max_length, pad, return_offsets_mapping,
+                              single)
+
+    def _as_lists(self, texts, pairs, add_special_tokens, trunc, max_length, pad, offsets, single):
+        """HF's return_tensors=None: Python lists, one row per text (flat for a single text)."""
+        rows = []
+        for i, text in enumerate(texts):
+            row = self._native.encode_batch([text], None if pairs is None else [pairs[i]], add_special_tokens,
+                                            trunc, max_length, "do_not_pad", offsets)
+            rows.append({k: v[0].tolist() for k, v in row.items()})
+        if pad != "do_not_pad":
+            width = max(len(r["input_ids"]) for r in rows) if pad == "longest" else max_length
+            for r in rows:
+                extra = max(0, width - len(r["input_ids"]))
+                r["input_ids"] += [self.pad_token_id] * extra
+                r["token_type_ids"] += [0] * extra
+                r["attention_mask"] += [0] * extra
+                if offsets:
+                    r["offset_mapping"] += [[0, 0]] * extra
+        keys = rows[0].keys()
+        return {k: rows[0][k] if single else [r[k] for r in rows] for k in keys}
+
+    def encode(self, text, text_pair=None, add_special_tokens=True):
+        """The ids of one text (with its pair), as a list."""
+        return self._native.tokens(text, text_pair, add_special_tokens)[0]
+
+    def tokenize(self, text, text_pair=None, add_special_tokens=False):
+        """The token strings of one text, without the special tokens by default (HF's tokenize)."""
+        return self._native.tokens(text, text_pair, add_special_tokens)[1]
+
+    def decode(self, token_ids, skip_special_tokens=False):
+        ids = [int(i) for i in (token_ids.tolist() if hasattr(token_ids, "tolist") else token_ids)]
+        return self._native.decode(ids, skip_special_tokens)
+
+    def convert_ids_to_tokens(self, ids):
+        if isinstance(ids, int):
+            return self._native.id_to_token(ids)
+        return [self._native.id_to_token(int(i)) for i in ids]
+
+    def convert_tokens_to_ids(self, tokens):
+        if isinstance(tokens, str):
+            return self._native.token_to_id(tokens)
+        return [self._native.token_to_id(t) for t in tokens]
+
+    def __len__(self):
+        return self._native.vocab_size
+
+    vocab_size = property(lambda self: self._native.vocab_size)
+    model_max_length = property(lambda self: self._native.model_max_length)
+    mask_token_id = property(lambda self: self._native.mask_token_id if self._native.mask_token_id >= 0 else None)
+    mask_token = property(lambda self: None if self.mask_token_id is None else
+                          self._native.id_to_token(self.mask_token_id))
+    cls_token_id = property(lambda self: self._native.cls_token_id)
+    sep_token_id = property(lambda self: self._native.sep_token_id)
+    pad_token_id = property(lambda self: self._native.pad_token_id)
+    cls_token = property(lambda self: self._native.cls_token)
+    sep_token = property(lambda self: self._native.sep_token)
+    pad_token = property(lambda self: self._native.pad_token)
+
+    def __repr__(self):
+        return f"flashdeberta.Tokenizer({self.name_or_path!r}, {self._native.kind}, vocab_size={len(self)})"
+
+
+class AutoTokenizer:
+    @staticmethod
+    def from_pretrained(path):
+        """The tokenizer of a checkpoint directory (spm.model, or vocab.json + merges.txt, with
+        tokenizer_config.json and the other files HF writes)."""
+        directory = _path(path, "path")
+        return Tokenizer(_native.Tokenizer.load(directory), directory)

@@ -1,0 +1,41 @@
+// The pieces of the extension module flashdeberta._native, one file each, and what they share: numpy
+// arrays from C++ vectors, and the rule that the GIL is released around every call into the library, so
+// that Python threads tokenize and run models in parallel.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "flashdeberta/runtime/options.hpp"
+
+namespace flashdeberta::python {
+
+namespace py = pybind11;
+
+// The runtime options from the Python names: backend "eigen" | "kokkos" | "cuda", dtype "float32" |
+// "bfloat16" | "float16", attention "flash" | "eager"; a name outside them is a runtime::UsageError.
+runtime::RuntimeOptions runtime_options(std::filesystem::path const& model, std::string const& backend,
+                                        std::string const& dtype, std::string const& attention, int threads,
+                                        std::int64_t max_tokens);
+
+void bind_tokenizer(py::module_& m);
+void bind_model(py::module_& m);
+void bind_pipeline(py::module_& m);
+
+// A numpy array of `shape` that owns `values` (moved into a capsule, no copy).
+template <class T>
+py::array_t<T> to_numpy(std::vector<T>&& values, std::vector<std::int64_t> const& shape) {
+  auto* owned = new std::vector<T>(std::move(values));
+  py::capsule const free_when_done(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  std::vector<py::ssize_t> dims(shape.begin(), shape.end());
+  return py::array_t<T>(dims, owned->data(), free_when_done);
+}
+
+}  // namespace flashdeberta::python

@@ -1,0 +1,112 @@
+// flashdeberta._native.Model: a checkpoint with one head (or the backbone alone) on a backend, called with
+// numpy input_ids / attention_mask / token_type_ids and returning HF's output fields as float32 arrays in
+// HF's layouts. The inputs are checked as the CLI checks its run files (runtime/token_input.hpp).
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "flashdeberta/core/error.hpp"
+#include "flashdeberta/heads/head_kind.hpp"
+#include "flashdeberta/runtime/loaded_model.hpp"
+#include "flashdeberta/runtime/options.hpp"
+#include "flashdeberta/runtime/token_input.hpp"
+
+namespace flashdeberta::python {
+
+namespace {
+
+// An integer array of any integer dtype as int64 values in C order; refuses floats and the like, which
+// HF's embedding lookup refuses too.
+std::vector<std::int64_t> integer_values(py::array const& array, std::string const& name,
+                                         std::vector<std::int64_t>* shape) {
+  char const kind = array.dtype().kind();
+  FLASHDEBERTA_REQUIRE(kind == 'i' || kind == 'u' || kind == 'b',
+                       name << " has dtype " << std::string(py::str(array.dtype())) << "; integers are expected");
+  auto const values = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(array);
+  FLASHDEBERTA_REQUIRE(values, name << ": cannot be read as int64 values");
+  if (shape != nullptr) shape->assign(values.shape(), values.shape() + values.ndim());
+  return std::vector<std::int64_t>(values.data(), values.data() + values.size());
+}
+
+}  // namespace
+
+class Model {
+ public:
+  Model(std::string const& directory, std::string const& head, std::string const& backend, std::string const& dtype,
+        std::string const& attention, int threads, std::int64_t max_tokens) {
+    runtime::RuntimeOptions const options = runtime_options(directory, backend, dtype, attention, threads, max_tokens);
+    max_tokens_ = max_tokens;
+    std::optional<HeadKind> const kind = parse_head_kind(head);
+    if (!kind) throw runtime::UsageError("head '" + head + "' is not one of base, mlm, seqcls, tokcls, qa, mc");
+    head_ = *kind;
+    py::gil_scoped_release const unlocked;
+    config_ = runtime::read_model_config(options.model);
+    config_source_ = (options.model / "config.json").string();
+    require_head_supported(config_, head_, config_source_);
+    backend_ = std::make_unique<runtime::Backend>(options);
+    model_ = backend_->load(options.model, config_, head_);
+    description_ = runtime::describe_backend(options, backend_->threads());
+  }
+  ~Model() {
+    model_.reset();  // before the backend that loaded it
+    backend_.reset();
+  }
+
+  py::dict call(py::array const& input_ids, std::optional<py::array> const& attention_mask,
+                std::optional<py::array> const& token_type_ids) const {
+    runtime::TokenInput input;
+    input.source = "model input";
+    input.ids = integer_values(input_ids, "input_ids", &input.shape);
+    std::vector<std::int64_t> shape;
+    if (attention_mask) {
+      input.mask = integer_values(*attention_mask, "attention_mask", &shape);
+      FLASHDEBERTA_REQUIRE(shape == input.shape, "attention_mask has another shape than input_ids");
+    }
+    if (token_type_ids) {
+      input.types = integer_values(*token_type_ids, "token_type_ids", &shape);
+      FLASHDEBERTA_REQUIRE(shape == input.shape, "token_type_ids has another shape than input_ids");
+    }
+    std::vector<PaddedTensor> tensors;
+    {
+      py::gil_scoped_release const unlocked;
+      runtime::check_token_values(input, max_tokens_);
+      runtime::check_against_head(input, head_);
+      runtime::check_against_config(input, config_, config_source_);
+      Batch const batch = runtime::to_batch(input, config_);
+      HeadOutput output = model_->forward_head(batch, std::nullopt);
+      for (HostHeadTensor& t : output.tensors) tensors.push_back(to_padded(std::move(t), batch, input.shape));
+    }
+    py::dict out;
+    for (PaddedTensor& t : tensors) out[py::str(t.name)] = to_numpy(std::move(t.values), t.shape);
+    return out;
+  }
+
+  std::string head() const { return std::string(head_kind_name(head_)); }
+  std::string const& description() const { return description_; }
+
+ private:
+  ModelConfig config_;
+  std::string config_source_;
+  HeadKind head_ = HeadKind::kBase;
+  std::int64_t max_tokens_ = runtime::kDefaultMaxTokens;
+  std::string description_;
+  std::unique_ptr<runtime::Backend> backend_;
+  std::unique_ptr<runtime::LoadedModel> model_;
+};
+
+void bind_model(py::module_& m) {
+  py::class_<Model>(m, "Model")
+      .def(py::init<std::string const&, std::string const&, std::string const&, std::string const&, std::string const&,
+                    int, std::int64_t>(),
+           py::arg("directory"), py::arg("head"), py::arg("backend"), py::arg("dtype"), py::arg("attention"),
+           py::arg("threads"), py::arg("max_tokens"))
+      .def("__call__", &Model::call, py::arg("input_ids"), py::arg("attention_mask") = py::none(),
+           py::arg("token_type_ids") = py::none())
+      .def_property_readonly("head", &Model::head)
+      .def_property_readonly("description", &Model::description);
+}
+
+}  // namespace flashdeberta::python

@@ -1,0 +1,133 @@
+// flashdeberta._native.Pipeline: the runtime's pipeline tasks (the ones the CLI's commands run) over lists of
+// texts, each result as the dicts HF's pipelines return. Batching and HF's single-input conventions are in
+// flashdeberta/pipelines.py.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "flashdeberta/core/error.hpp"
+#include "flashdeberta/heads/head_kind.hpp"
+#include "flashdeberta/heads/sequence_classification.hpp"
+#include "flashdeberta/runtime/pipeline.hpp"
+
+namespace flashdeberta::python {
+
+namespace {
+
+// The head each task needs and the task's name in messages.
+HeadKind head_for_task(std::string const& task) {
+  if (task == "fill-mask") return HeadKind::kMaskedLM;
+  if (task == "text-classification") return HeadKind::kSequenceClassification;
+  if (task == "token-classification") return HeadKind::kTokenClassification;
+  if (task == "question-answering") return HeadKind::kQuestionAnswering;
+  throw runtime::UsageError("task '" + task +
+                            "' is not one of fill-mask, text-classification, token-classification, "
+                            "question-answering");
+}
+
+}  // namespace
+
+class Pipeline {
+ public:
+  Pipeline(std::string const& task, std::string const& model, std::optional<std::string> const& tokenizer,
+           std::string const& backend, std::string const& dtype, std::string const& attention, int threads,
+           std::int64_t max_tokens) {
+    runtime::RuntimeOptions const options = runtime_options(model, backend, dtype, attention, threads, max_tokens);
+    HeadKind const head = head_for_task(task);
+    std::optional<std::filesystem::path> const tokenizer_dir =
+        tokenizer ? std::optional<std::filesystem::path>(*tokenizer) : std::nullopt;
+    py::gil_scoped_release const unlocked;
+    pipeline_ = std::make_unique<runtime::Pipeline>(options, tokenizer_dir, head, task);
+  }
+
+  py::list fill_mask(std::vector<std::string> const& texts, std::size_t top_k) const {
+    std::vector<std::vector<std::vector<pipelines::MaskPrediction>>> results;
+    {
+      py::gil_scoped_release const unlocked;
+      results = pipeline_->fill_mask(texts, top_k);
+    }
+    py::list out;
+    for (auto const& masks : results) {
+      py::list per_text;
+      for (auto const& row : masks) {
+        py::list predictions;
+        for (auto const& p : row) {
+          predictions.append(py::dict(py::arg("score") = p.score, py::arg("token") = p.token,
+                                      py::arg("token_str") = p.token_str, py::arg("sequence") = p.sequence));
+        }
+        per_text.append(predictions);
+      }
+      out.append(per_text);
+    }
+    return out;
+  }
+
+  py::list classify(std::vector<std::string> const& texts, std::optional<std::vector<std::string>> const& pairs,
+                    std::optional<std::size_t> top_k) const {
+    std::vector<std::vector<pipelines::LabelScore>> results;
+    {
+      py::gil_scoped_release const unlocked;
+      results = pairs ? pipeline_->classify(texts, *pairs, top_k) : pipeline_->classify(texts, {}, top_k);
+    }
+    py::list out;
+    for (auto const& labels : results) {
+      py::list per_text;
+      for (auto const& s : labels) per_text.append(py::dict(py::arg("label") = s.label, py::arg("score") = s.score));
+      out.append(per_text);
+    }
+    return out;
+  }
+
+  py::list ner(std::vector<std::string> const& texts) const {
+    std::vector<std::vector<pipelines::Entity>> results;
+    {
+      py::gil_scoped_release const unlocked;
+      results = pipeline_->ner(texts);
+    }
+    py::list out;
+    for (auto const& entities : results) {
+      py::list per_text;
+      for (auto const& e : entities) {
+        per_text.append(py::dict(py::arg("entity_group") = e.entity_group, py::arg("score") = e.score,
+                                 py::arg("word") = e.word, py::arg("start") = e.start, py::arg("end") = e.end));
+      }
+      out.append(per_text);
+    }
+    return out;
+  }
+
+  py::dict answer(std::string const& question, std::string const& context) const {
+    runtime::Answer a;
+    {
+      py::gil_scoped_release const unlocked;
+      a = pipeline_->answer(question, context);
+    }
+    return py::dict(py::arg("score") = a.score, py::arg("start") = a.start, py::arg("end") = a.end,
+                    py::arg("answer") = a.answer);
+  }
+
+  std::vector<std::string> labels() const { return label_names(pipeline_->config()); }
+  std::string description() const { return std::to_string(pipeline_->threads()) + " threads"; }
+
+ private:
+  std::unique_ptr<runtime::Pipeline> pipeline_;
+};
+
+void bind_pipeline(py::module_& m) {
+  py::class_<Pipeline>(m, "Pipeline")
+      .def(py::init<std::string const&, std::string const&, std::optional<std::string> const&, std::string const&,
+                    std::string const&, std::string const&, int, std::int64_t>(),
+           py::arg("task"), py::arg("model"), py::arg("tokenizer"), py::arg("backend"), py::arg("dtype"),
+           py::arg("attention"), py::arg("threads"), py::arg("max_tokens"))
+      .def("fill_mask", &Pipeline::fill_mask, py::arg("texts"), py::arg("top_k"))
+      .def("classify", &Pipeline::classify, py::arg("texts"), py::arg("pairs") = py::none(),
+           py::arg("top_k") = py::none())
+      .def("ner", &Pipeline::ner, py::arg("texts"))
+      .def("answer", &Pipeline::answer, py::arg("question"), py::arg("context"))
+      .def_property_readonly("labels", &Pipeline::labels);
+}
+
+}  // namespace flashdeberta::python

@@ -1,0 +1,114 @@
+// A loaded checkpoint with its tokenizer and the head a task needs, and the tasks over a batch of texts:
+// what the CLI's pipeline commands, the Python package's pipeline() and the server share. Each task
+// tokenizes, runs one packed forward pass and post-processes with the library's pipelines/ functions;
+// the front ends only render the results (JSON lines, Python objects, HTTP bodies).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flashdeberta/core/model_config.hpp"
+#include "flashdeberta/heads/head_kind.hpp"
+#include "flashdeberta/heads/head_output.hpp"
+#include "flashdeberta/pipelines/fill_mask.hpp"
+#include "flashdeberta/pipelines/text_classification.hpp"
+#include "flashdeberta/pipelines/token_classification.hpp"
+#include "flashdeberta/runtime/loaded_model.hpp"
+#include "flashdeberta/runtime/options.hpp"
+#include "flashdeberta/tokenizer/tokenizer.hpp"
+
+namespace flashdeberta::runtime {
+
+// The longest question + context the question-answering task takes at once (HF's pipeline would split a
+// longer context into overlapping windows of this many tokens).
+inline constexpr std::size_t kMaxAnswerWindow = 384;
+
+struct Answer {
+  float score = 0.0f;
+  std::int64_t start = 0;  // code points of the context
+  std::int64_t end = 0;
+  std::string answer;  // that part of the context
+};
+
+class Pipeline {
+ public:
+  // Checks config.json's architectures against `head` first (a UsageError naming what the checkpoint
+  // holds and `task`), then loads the tokenizer (from `tokenizer_dir`, default options.model) and the model.
+  Pipeline(RuntimeOptions const& options, std::optional<std::filesystem::path> const& tokenizer_dir, HeadKind head,
+           std::string_view task);
+  ~Pipeline();
+  Pipeline(Pipeline const&) = delete;
+  Pipeline& operator=(Pipeline const&) = delete;
+
+  ModelConfig const& config() const { return config_; }
+  tokenizer::Tokenizer const& tokenizer() const { return *tokenizer_; }
+  std::filesystem::path const& config_path() const { return config_path_; }
+  std::string const& problem_type() const { return problem_type_; }  // config.json's, "" when absent
+  std::int64_t max_tokens() const { return max_tokens_; }
+  int threads() const { return backend_->threads(); }
+  LoadedModel const& model() const { return *model_; }
+
+  // `text` (with `pair`, when given) encoded, refused as "text <index>: ..." when it is longer than
+  // max_tokens admits: by its bytes before it is tokenized (max_text_bytes), then by its tokens.
+  tokenizer::Encoding encode(std::string const& text, std::size_t index, std::string const* pair = nullptr) const;
+
+  // The head over `encodings` as one packed batch. `mask_token_id`: a masked LM computes only those
+  // tokens' rows. `first_text`: the number of the first encoding's text, for messages. A batch of more
+  // than max_tokens tokens is refused.
+  HeadOutput forward(std::vector<tokenizer::Encoding> const& encodings, std::optional<std::int64_t> mask_token_id,
+                     std::size_t first_text) const;
+
+  // The tasks, over texts[i] numbered first + i in messages. Every call may come from any thread.
+  //
+  // fill-mask: per text, per [MASK] in it, the top_k predictions (HF's fill-mask pipeline).
+  std::vector<std::vector<std::vector<pipelines::MaskPrediction>>> fill_mask(std::span<std::string const> texts,
+                                                                             std::size_t top_k,
+                                                                             std::size_t first = 1) const;
+  // text-classification: per text (with pairs[i] as its second sequence when `pairs` is not empty), the
+  // labels best first, the top_k best only when given (softmax, or sigmoid for multi-label / one label).
+  std::vector<std::vector<pipelines::LabelScore>> classify(std::span<std::string const> texts,
+                                                           std::span<std::string const> pairs,
+                                                           std::optional<std::size_t> top_k,
+                                                           std::size_t first = 1) const;
+  // token-classification with HF's "simple" aggregation: per text, its entities.
+  std::vector<std::vector<pipelines::Entity>> ner(std::span<std::string const> texts, std::size_t first = 1) const;
+  // question-answering with HF's defaults (one answer of at most 15 tokens, widened to whole words).
+  Answer answer(std::string const& question, std::string const& context, std::size_t index = 1) const;
+
+ private:
+  ModelConfig config_;
+  std::filesystem::path config_path_;
+  std::string problem_type_;
+  std::int64_t max_tokens_ = kDefaultMaxTokens;
+  std::optional<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<LoadedModel> model_;  // destroyed before backend_ (declared after it)
+};
+
+// The longest text the pipelines tokenize for max_tokens N: kMaxTextBytesPerToken x N bytes. No tokenizer
+// of these checkpoints makes tokens that long on average (English averages about 4 bytes per token), so a
+// longer text cannot fit and is refused before any of it is tokenized or even read.
+inline constexpr std::int64_t kMaxTextBytesPerToken = 64;
+inline std::int64_t max_text_bytes(std::int64_t max_tokens) { return kMaxTextBytesPerToken * max_tokens; }
+
+// A head tensor's rows for each sequence of the batch built from `sizes` (encoding lengths): per token
+// rows become [size * width] (zeros for tokens the head did not compute), per sequence rows [width].
+std::vector<std::vector<float>> rows_by_sequence(HostHeadTensor const& t, std::span<std::size_t const> sizes);
+
+// Refuses (as text `index`) a text, with its pair, longer than max_text_bytes(max_tokens), before it is tokenized.
+void require_text_bytes(std::size_t bytes, std::size_t index, std::int64_t max_tokens);
+
+// The refusal of text `index` once tokenizing it stopped at max_tokens (tokenizer::TokenLimitError).
+[[noreturn]] void fail_over_max_tokens(std::size_t index, std::int64_t max_tokens);
+
+// "text 3: <message>" for an error while handling text number `index`.
+[[noreturn]] void fail_text(std::size_t index, std::string const& message);
+
+}  // namespace flashdeberta::runtime
