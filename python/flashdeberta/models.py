@@ -77,15 +77,27 @@ class PreTrainedModel:
     def label2id(self):
         return {label: i for i, label in self.id2label.items()}
 
-    def __call__(self, input_ids=None, attention_mask=None, token_type_ids=None, **unused):
+    def __call__(self, input_ids=None, attention_mask=None, token_type_ids=None, *, return_tensors="np", **unused):
+        """return_tensors: "np" (float32 numpy arrays, the default); "dlpack" (on CUDA the outputs stay in GPU
+        memory, in the model's dtype, as DeviceArrays that torch.from_dlpack, cupy.from_dlpack or
+        jax.dlpack.from_dlpack take without a copy; numpy arrays on the CPU); "pt" (torch tensors, through
+        DLPack on CUDA)."""
         unknown = [k for k in unused if k not in ("return_dict", "offset_mapping")]
         if unknown:
             raise TypeError(f"unexpected argument(s) {', '.join(unknown)}: flashdeberta models take input_ids, "
                             "attention_mask and token_type_ids")
         if input_ids is None:
             raise ValueError("input_ids is required")
+        if return_tensors not in ("np", "dlpack", "pt"):
+            raise ValueError(f"return_tensors={return_tensors!r} is not one of 'np', 'dlpack', 'pt'")
         arrays = [None if a is None else np.asarray(a) for a in (input_ids, attention_mask, token_type_ids)]
-        return ModelOutput(self._native(*arrays))
+        on_device = return_tensors != "np" and self.device == "cuda"
+        outputs = self._native(*arrays, on_device=on_device)
+        if return_tensors == "pt":
+            import torch  # only for this form of output
+            convert = torch.from_dlpack if on_device else torch.from_numpy
+            outputs = {name: convert(value) for name, value in outputs.items()}
+        return ModelOutput(outputs)
 
     forward = __call__
 

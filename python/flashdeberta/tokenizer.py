@@ -41,6 +41,8 @@ class Tokenizer:
             pairs, pair_single = _texts(text_pair, "text_pair")
             if pair_single != single or len(pairs) != len(texts):
                 raise ValueError(f"text_pair must match text: {len(texts)} texts but {len(pairs)} text pairs")
+            if single and pairs == [""]:
+                pairs = None  # HF: tokenizer(text, "") encodes text alone (an empty pair in a batch stays)
         if padding not in _PADDING:
             raise ValueError(f"padding={padding!r}: use True/'longest', 'max_length' or False/'do_not_pad'")
         pad = _PADDING[padding]
@@ -107,9 +109,10 @@ class Tokenizer:
         return [self._native.token_to_id(t) for t in tokens]
 
     def __len__(self):
-        return self._native.vocab_size
+        """HF's len(tokenizer): the vocabulary with the added tokens ([MASK] for v3)."""
+        return len(self._native)
 
-    vocab_size = property(lambda self: self._native.vocab_size)
+    vocab_size = property(lambda self: self._native.vocab_size)  # without the added tokens, as HF
     model_max_length = property(lambda self: self._native.model_max_length)
     mask_token_id = property(lambda self: self._native.mask_token_id if self._native.mask_token_id >= 0 else None)
     mask_token = property(lambda self: None if self.mask_token_id is None else
@@ -120,9 +123,11 @@ class Tokenizer:
     cls_token = property(lambda self: self._native.cls_token)
     sep_token = property(lambda self: self._native.sep_token)
     pad_token = property(lambda self: self._native.pad_token)
+    unk_token_id = property(lambda self: self._native.unk_token_id if self._native.unk_token_id >= 0 else None)
+    unk_token = property(lambda self: self._native.unk_token)
 
     def __repr__(self):
-        return f"flashdeberta.Tokenizer({self.name_or_path!r}, {self._native.kind}, vocab_size={len(self)})"
+        return f"flashdeberta.Tokenizer({self.name_or_path!r}, {self._native.kind}, vocab_size={self.vocab_size})"
 
 
 class AutoTokenizer:

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "flashdeberta/runtime/loaded_model.hpp"
 #include "flashdeberta/runtime/options.hpp"
 
 namespace flashdeberta::python {
@@ -25,6 +26,10 @@ runtime::RuntimeOptions runtime_options(std::filesystem::path const& model, std:
                                         std::string const& dtype, std::string const& attention, int threads,
                                         std::int64_t max_tokens);
 
+// A head output left on the GPU as a flashdeberta._native.DeviceArray (DLPack producer, dlpack.cpp).
+py::object device_array(runtime::DeviceTensor tensor);
+
+void bind_dlpack(py::module_& m);
 void bind_tokenizer(py::module_& m);
 void bind_model(py::module_& m);
 void bind_pipeline(py::module_& m);

@@ -55,8 +55,9 @@ class Model {
     backend_.reset();
   }
 
+  // on_device: the outputs stay in GPU memory as DeviceArrays (DLPack), for a model on CUDA.
   py::dict call(py::array const& input_ids, std::optional<py::array> const& attention_mask,
-                std::optional<py::array> const& token_type_ids) const {
+                std::optional<py::array> const& token_type_ids, bool on_device) const {
     runtime::TokenInput input;
     input.source = "model input";
     input.ids = integer_values(input_ids, "input_ids", &input.shape);
@@ -70,16 +71,32 @@ class Model {
       FLASHDEBERTA_REQUIRE(shape == input.shape, "token_type_ids has another shape than input_ids");
     }
     std::vector<PaddedTensor> tensors;
+    std::optional<std::vector<runtime::DeviceTensor>> device_tensors;
     {
       py::gil_scoped_release const unlocked;
       runtime::check_token_values(input, max_tokens_);
       runtime::check_against_head(input, head_);
       runtime::check_against_config(input, config_, config_source_);
       Batch const batch = runtime::to_batch(input, config_);
-      HeadOutput output = model_->forward_head(batch, std::nullopt);
-      for (HostHeadTensor& t : output.tensors) tensors.push_back(to_padded(std::move(t), batch, input.shape));
+      if (on_device) {
+        device_tensors = model_->forward_head_on_device(batch, input.shape);
+        FLASHDEBERTA_REQUIRE(device_tensors.has_value(),
+                             "outputs on the device need a model on CUDA (device='cuda'); "
+                             "this one runs on "
+                                 << description_);
+      } else {
+        HeadOutput output = model_->forward_head(batch, std::nullopt);
+        for (HostHeadTensor& t : output.tensors) tensors.push_back(to_padded(std::move(t), batch, input.shape));
+      }
     }
     py::dict out;
+    if (device_tensors) {
+      for (runtime::DeviceTensor& t : *device_tensors) {
+        py::str const name(t.name);  // before t is moved: the right side of = is evaluated first
+        out[name] = device_array(std::move(t));
+      }
+      return out;
+    }
     for (PaddedTensor& t : tensors) out[py::str(t.name)] = to_numpy(std::move(t.values), t.shape);
     return out;
   }
@@ -104,7 +121,7 @@ void bind_model(py::module_& m) {
            py::arg("directory"), py::arg("head"), py::arg("backend"), py::arg("dtype"), py::arg("attention"),
            py::arg("threads"), py::arg("max_tokens"))
       .def("__call__", &Model::call, py::arg("input_ids"), py::arg("attention_mask") = py::none(),
-           py::arg("token_type_ids") = py::none())
+           py::arg("token_type_ids") = py::none(), py::arg("on_device") = false)
       .def_property_readonly("head", &Model::head)
       .def_property_readonly("description", &Model::description);
 }

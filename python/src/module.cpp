@@ -63,6 +63,7 @@ PYBIND11_MODULE(_native, m) {
   m.doc() = "flashdeberta's C++ library: tokenizers, models and pipelines (use the flashdeberta package)";
   m.attr("__version__") = FLASHDEBERTA_VERSION_STRING;
   fp::translate_errors();
+  fp::bind_dlpack(m);
   fp::bind_tokenizer(m);
   fp::bind_model(m);
   fp::bind_pipeline(m);

@@ -106,7 +106,8 @@ void bind_tokenizer(py::module_& m) {
             tokenizer::EncodeOptions options;
             options.add_special_tokens = add_special_tokens;
             py::gil_scoped_release const unlocked;
-            tokenizer::Encoding const e = pair ? tok.encode(text, *pair, options) : tok.encode(text, options);
+            tokenizer::Encoding const e =
+                pair && !pair->empty() ? tok.encode(text, *pair, options) : tok.encode(text, options);
             return std::make_pair(e.input_ids, e.tokens);
           },
           py::arg("text"), py::arg("pair"), py::arg("add_special_tokens"))
@@ -119,7 +120,8 @@ void bind_tokenizer(py::module_& m) {
           py::arg("ids"), py::arg("skip_special_tokens") = false)
       .def("id_to_token", &Tokenizer::id_to_token, py::arg("id"))
       .def("token_to_id", &Tokenizer::token_to_id, py::arg("token"))
-      .def_property_readonly("vocab_size", &Tokenizer::vocab_size)
+      .def_property_readonly("vocab_size", &Tokenizer::base_vocab_size)
+      .def("__len__", &Tokenizer::vocab_size)
       .def_property_readonly("kind", &Tokenizer::kind)
       .def_property_readonly("model_max_length", &Tokenizer::model_max_length)
       .def_property_readonly("mask_token_id", &Tokenizer::mask_token_id)
@@ -128,7 +130,9 @@ void bind_tokenizer(py::module_& m) {
       .def_property_readonly("pad_token_id", [](Tokenizer const& t) { return t.special_ids().pad; })
       .def_property_readonly("cls_token", [](Tokenizer const& t) { return t.special_ids().cls_token; })
       .def_property_readonly("sep_token", [](Tokenizer const& t) { return t.special_ids().sep_token; })
-      .def_property_readonly("pad_token", [](Tokenizer const& t) { return t.special_ids().pad_token; });
+      .def_property_readonly("pad_token", [](Tokenizer const& t) { return t.special_ids().pad_token; })
+      .def_property_readonly("unk_token_id", [](Tokenizer const& t) { return t.special_ids().unk; })
+      .def_property_readonly("unk_token", [](Tokenizer const& t) { return t.special_ids().unk_token; });
 }
 
 }  // namespace flashdeberta::python

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -28,6 +29,7 @@
 #define FLASHDEBERTA_RUNTIME_HAS_CUDA 1
 #include <cuda_runtime_api.h>
 
+#include "cuda_device_outputs.hpp"
 #include "flashdeberta/cuda/cuda_policy.hpp"
 #include "flashdeberta/cuda/event_timer.hpp"
 #else
@@ -104,6 +106,20 @@ class TypedModel final : public LoadedModel {
     (void)batch;
     return std::nullopt;
   }
+  std::optional<std::vector<DeviceTensor>> forward_head_on_device(
+      Batch const& batch, std::vector<std::int64_t> const& input_shape) const override {
+#if FLASHDEBERTA_RUNTIME_HAS_CUDA
+    if constexpr (kIsCuda<P>) {
+      HiddenStates<P> hidden = model_.forward(batch);
+      DeviceHeadTensor<P> t{"last_hidden_state",     HeadRows::kTokens, {}, hidden.tokens, hidden.hidden_size, false,
+                            std::move(hidden.values)};
+      t.tokens.resize(static_cast<std::size_t>(t.row_count));
+      std::iota(t.tokens.begin(), t.tokens.end(), std::int64_t{0});
+      return std::vector<DeviceTensor>{detail::padded_on_device(model_.policy(), std::move(t), batch, input_shape)};
+    }
+#endif
+    return LoadedModel::forward_head_on_device(batch, input_shape);
+  }
 
  private:
   DebertaModel<V, P> model_;
@@ -126,6 +142,19 @@ class TypedHeadModel final : public LoadedModel {
   HeadOutput forward_head(Batch const& batch, std::optional<std::int64_t> mask_token_id) const override {
     return model_.forward_to_host(batch,
                                   mask_token_id ? HeadRequest::tokens_with_id(batch, *mask_token_id) : HeadRequest{});
+  }
+  std::optional<std::vector<DeviceTensor>> forward_head_on_device(
+      Batch const& batch, std::vector<std::int64_t> const& input_shape) const override {
+#if FLASHDEBERTA_RUNTIME_HAS_CUDA
+    if constexpr (kIsCuda<P>) {
+      std::vector<DeviceTensor> out;
+      DeviceHeadOutput<P> outputs = model_.forward(batch);
+      for (auto& t : outputs.tensors)
+        out.push_back(detail::padded_on_device(model_.backbone().policy(), std::move(t), batch, input_shape));
+      return out;
+    }
+#endif
+    return LoadedModel::forward_head_on_device(batch, input_shape);
   }
 
  private:

@@ -148,6 +148,8 @@ struct SpecialIds {
   // 5.x template is [CLS] A [SEP] [SEP] B [SEP]. It sets HF's max_length for a pair, where HF stops
   // tokenizing; only longest_first's split depends on that (truncate_tokens).
   std::size_t hf_pair_special_tokens = 3;
+  std::int64_t unk = -1;  // -1: the tokenizer has no unknown token
+  std::string unk_token = "[UNK]";
 };
 
 inline std::size_t special_token_count(bool pair, bool add_special_tokens) {

@@ -102,6 +102,8 @@ inline Tokenizer assemble(std::shared_ptr<TokenizerModel const> model, Tokenizer
   SpecialTokenNames const& s = config.specials;
   SpecialIds ids{id_of(s.cls),  id_of(s.sep),  id_of(s.pad),          s.cls.content,
                  s.sep.content, s.pad.content, hf_pair_special_tokens};
+  ids.unk = id_of(s.unk);
+  ids.unk_token = s.unk.content;
   std::int64_t const mask = id_of(s.mask);
   return Tokenizer(std::move(model), std::move(added), std::move(ids), mask, config.model_max_length);
 }
@@ -147,9 +149,10 @@ inline TokenizerKind detect_tokenizer_kind(std::filesystem::path const& dir, Tok
   } else if (detail::is_file(dir / "tokenizer.json")) {
     hint = "; tokenizer.json alone is not supported";
   }
-  FLASHDEBERTA_FAIL(dir.string() << ": no tokenizer files: expected spm.model (DeBERTa v2/v3) or vocab.json + "
-                                    "merges.txt (DeBERTa v1); the directory holds "
-                                 << detail::list_directory(dir) << hint);
+  ::flashdeberta::detail::throw_error<FileError>([&](std::ostringstream& os) {
+    os << dir.string() << ": no tokenizer files: expected spm.model (DeBERTa v2/v3) or vocab.json + merges.txt "
+       << "(DeBERTa v1); the directory holds " << detail::list_directory(dir) << hint;
+  });
 }
 
 // load_tokenizer's body depends on FLASHDEBERTA_WITH_SENTENCEPIECE; the inline namespace gives the two

@@ -192,6 +192,8 @@ class Tokenizer {
     return model_->id_to_token(id);
   }
 
+  // HF's tokenizer.vocab_size: the model's vocabulary, without added tokens.
+  std::size_t base_vocab_size() const { return model_->vocab_size(); }
   // HF's len(tokenizer): the model's vocabulary plus the added tokens that are not part of it.
   std::size_t vocab_size() const {
     std::size_t n = model_->vocab_size();

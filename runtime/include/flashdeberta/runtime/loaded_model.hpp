@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -32,6 +33,19 @@ struct DeviceRun {
   std::int64_t peak_extra_bytes = 0;
 };
 
+// A head output left in device memory, in HF's layout ([B, L, ...] with zeros at positions the batch does
+// not hold, [B, ...] per sequence), in the dtype the policy computes in; what Python hands to torch through
+// DLPack. `owner` keeps the memory allocated; when the last copy of it goes, the device is synchronized
+// first, so a consumer's pending work on another stream never sees the memory reused.
+struct DeviceTensor {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  DType dtype = DType::kF32;
+  void* data = nullptr;
+  int device = 0;  // CUDA device ordinal
+  std::shared_ptr<void> owner;
+};
+
 class LoadedModel {
  public:
   virtual ~LoadedModel() = default;
@@ -46,6 +60,14 @@ class LoadedModel {
   // for host backends, which bench times with the host clock.
   virtual std::optional<DeviceRun> device_forward(Batch const& batch) const {
     (void)batch;
+    return std::nullopt;
+  }
+  // The head's outputs left on the device for an input of `input_shape` ([B, L] or [B, C, L]), the work
+  // finished; nullopt for backends that compute in host memory.
+  virtual std::optional<std::vector<DeviceTensor>> forward_head_on_device(
+      Batch const& batch, std::vector<std::int64_t> const& input_shape) const {
+    (void)batch;
+    (void)input_shape;
     return std::nullopt;
   }
 };
