@@ -61,11 +61,12 @@ class PreTrainedModel:
 
     def __init__(self, directory, head, *, device, dtype, attention, threads, max_tokens, backend):
         self.name_or_path = directory
-        self.config = read_config(directory)
         self.device = "cuda" if backend_for(device, backend) == "cuda" else "cpu"
         self.dtype = dtype_name(dtype)
+        # The C++ loader first: its strict reader names what is wrong with a config.json, then Python reads it.
         self._native = _native.Model(directory, head, backend_for(device, backend), self.dtype, attention,
                                      int(threads), int(max_tokens))
+        self.config = read_config(directory)
 
     @property
     def id2label(self):

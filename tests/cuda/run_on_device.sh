@@ -7,6 +7,8 @@
 #   STEP: ops golden time hf memcheck (the default set), cli (test_cli with the bundled flashdeberta),
 #         heads (test_heads_cuda: every head, and the shipped models against HF float64),
 #         consumer (consumer_cuda: the g++-compiled program built against the installed package),
+#         python (tests/python with the package built for the machine's python3 by
+#                 tests/python/build_for_interpreter.sh, in BUNDLE/python; pytest from BUNDLE/site if it lacks one),
 #         bench (bench_gpu, then bench/compare_gpu.py: torch SDPA and HF eager in the same call),
 #         graph (test_graph_cuda: CudaGraphForward against the plain forward, then under memcheck),
 #         concurrency (test_concurrency_cuda: 8 host threads sharing the weights),
@@ -47,6 +49,11 @@ for s in $steps; do
       cat "$out/golden_summary.txt"
       ;;
     heads) step heads 240 "$bundle/bin/test_heads_cuda" ;;
+    python)
+      step python 300 env PYTHONPATH="$bundle/python" python3 -c "import sys; sys.path.append('$bundle/site'); \
+import pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-rs', 'tests/python']))"
+      grep -E "passed|failed" "$out/python.log" | tail -n 1
+      ;;
     consumer) step consumer 120 "$bundle/bin/consumer_cuda" tests/fixtures/v3_c2p && cat "$out/consumer.log" ;;
     time) step time 300 "$bundle/bin/time_forward_cuda" /tmp && cat "$out/time.log" ;;
     hf) step hf 180 python3 tests/cuda/hf_low_precision_error.py tests/fixtures && cat "$out/hf.log" ;;

@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""What the Python package costs on top of the C++ program, and the Dask job's throughput.
+
+  PYTHONPATH=build-py/python python3 bench/python_overhead.py [--cli build/examples/flashdeberta]
+      [--model models/tiny-en-sections] [--tokenizer DIR] [--threads 1] [--repeat 20] [--texts 512]
+      [--batch-size 32] [--dask-lines 4000] [--no-dask] [--out bench/results/python-<date>.md]
+
+1. Forward: `flashdeberta bench --json` times the backbone forward in C++ (random ids, B x L, median of
+   --repeat runs after a warm-up); the same shapes through flashdeberta.AutoModel(...)(input_ids) with the
+   host clock around the Python call. The difference is the per-call overhead: argument checks, the copy
+   of the ids in and of last_hidden_state out to numpy, the binding.
+2. Pipeline: `flashdeberta classify --timing` (the texts' time, load excluded; it also writes a JSON line
+   per text to a pipe) against flashdeberta.pipeline("text-classification")(texts, top_k=None) on the same
+   texts and batch size; overhead per forward call = (Python - C++) / number of batches.
+3. Dask: flashdeberta.dask_job.run_job over a generated JSON-lines corpus on a LocalCluster of 1 and 2
+   worker processes (one thread each; cluster start-up timed apart), next to one process running the
+   pipeline over the same lines.
+
+Prints a Markdown report (date, machine, commit, settings, tables) and writes it to --out.
+"""
+import argparse
+import datetime
+import json
+import logging
+import os
+import platform
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+SHAPES = [(1, 16), (1, 128), (8, 64), (32, 128)]
+WORDS = ("a small tool for managing packages library bindings server network game levels editor data file "
+         "system support Python command-line graphical interface documentation").split()
+
+
+def machine():
+    model = platform.processor() or "unknown"
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        model = re.search(r"^Model name:\s*(.+)$", out, re.M).group(1).strip()
+    except (OSError, subprocess.CalledProcessError, AttributeError):
+        pass
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def commit():
+    def git(*args):
+        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
+    sha = git("rev-parse", "--short", "HEAD") or "unknown"
+    return sha + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def make_texts(count, seed=3):
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 48))) for _ in range(count)]
+
+
+def median_ms(fn, repeat):
+    fn()  # warm-up: first-touch pages, thread start-up
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def cli_bench_ms(cli, model, batch, length, threads, repeat):
+    out = subprocess.run([cli, "bench", "--model", model, "--batch", str(batch), "--seq-len", str(length),
+                          "--threads", str(threads), "--repeat", str(repeat), "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)["median_ms"]
+
+
+def forward_rows(fd, args):
+    model = fd.AutoModel.from_pretrained(args.model, threads=args.threads)
+    vocab = model.config["vocab_size"]
+    rows = []
+    for batch, length in SHAPES:
+        ids = np.random.default_rng(batch * 1000 + length).integers(5, vocab, size=(batch, length), dtype=np.int64)
+        mask = np.ones_like(ids)
+        py = median_ms(lambda: model(ids, attention_mask=mask), args.repeat)
+        cpp = cli_bench_ms(args.cli, args.model, batch, length, args.threads, args.repeat)
+        rows.append((f"{batch} x {length}", cpp, py, (py - cpp) * 1e3))
+    return rows
+
+
+def cli_classify_ms(cli, args, texts):
+    """The texts' time `flashdeberta classify --timing` reports (load excluded)."""
+    command = [cli, "classify", "--model", args.model, "--batch-size", str(args.batch_size), "--threads",
+               str(args.threads), "--timing"]
+    if args.tokenizer:
+        command += ["--tokenizer", args.tokenizer]
+    r = subprocess.run(command, input="\n".join(texts) + "\n", capture_output=True, text=True, check=True)
+    match = re.search(r"flashdeberta: (\d+) texts? in ([0-9.]+) ms", r.stderr)
+    if not match or int(match.group(1)) != len(texts):
+        raise RuntimeError(f"no timing line for {len(texts)} texts in: {r.stderr}")
+    return float(match.group(2))
+
+
+def pipeline_rows(fd, args):
+    texts = make_texts(args.texts)
+    pipe = fd.pipeline("text-classification", model=args.model, tokenizer=args.tokenizer, threads=args.threads,
+                       batch_size=args.batch_size)
+    calls = -(-len(texts) // args.batch_size)
+    runs = max(3, args.repeat // 4)
+    py = median_ms(lambda: pipe(texts, top_k=None), runs)
+    cpp = statistics.median(cli_classify_ms(args.cli, args, texts) for _ in range(runs))
+    return [(f"{len(texts)} texts, batches of {args.batch_size} ({calls} calls)", cpp, py,
+             (py - cpp) * 1e3 / calls)]
+
+
+def write_corpus(path, count):
+    with open(path, "w", encoding="utf-8") as f:
+        for i, text in enumerate(make_texts(count, seed=5)):
+            f.write(json.dumps({"id": i, "text": text}) + "\n")
+
+
+def dask_rows(fd, args):
+    import distributed
+    from flashdeberta import dask_job
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "corpus.jsonl"
+        write_corpus(corpus, args.dask_lines)
+        texts = [json.loads(line)["text"] for line in corpus.read_text(encoding="utf-8").splitlines()]
+        pipe = fd.pipeline("text-classification", model=args.model, tokenizer=args.tokenizer, threads=1,
+                           batch_size=args.batch_size)
+        start = time.perf_counter()
+        pipe(texts)
+        seconds = time.perf_counter() - start
+        rows.append(("one process, no Dask", "", seconds, len(texts) / seconds))
+        for workers in (1, 2):
+            start = time.perf_counter()
+            with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                          dashboard_address=":0", silence_logs=logging.ERROR) as cluster, \
+                    distributed.Client(cluster) as client:
+                started = time.perf_counter() - start
+                result = dask_job.run_job(str(corpus), str(Path(tmp) / f"out{workers}"), client=client,
+                                          task="text-classification", model=args.model, tokenizer=args.tokenizer,
+                                          batch_size=args.batch_size, shard_lines=max(1, args.dask_lines // 16),
+                                          threads=1, progress=False)
+            rows.append((f"LocalCluster, {workers} worker{'s' if workers > 1 else ''}", f"{started:.1f} s",
+                         result["seconds"], result["lines"] / result["seconds"]))
+    return rows
+
+
+def report(args, forward, pipeline, dask):
+    lines = [f"# Python overhead and Dask throughput, {datetime.date.today().isoformat()}", "",
+             f"- machine: {machine()}", f"- commit: {commit()}", f"- Python {platform.python_version()}, "
+             f"model `{os.path.relpath(args.model, REPO)}`, float32, eigen, flash attention, "
+             f"threads {args.threads}, median of {args.repeat} runs after a warm-up", "",
+             "## Forward call (backbone, random ids)", "",
+             "| B x L | C++ `flashdeberta bench` | Python `AutoModel(...)(ids)` | overhead per call |",
+             "|---|---|---|---|"]
+    lines += [f"| {s} | {c:.3f} ms | {p:.3f} ms | {o:.0f} us |" for s, c, p, o in forward]
+    lines += ["", "## Pipeline (text-classification, every label)", "",
+              "| texts | C++ `flashdeberta classify --timing` | Python `pipeline(...)(texts)` | overhead per forward "
+              "call |", "|---|---|---|---|"]
+    lines += [f"| {s} | {c:.1f} ms | {p:.1f} ms | {o:.0f} us |" for s, c, p, o in pipeline]
+    if dask:
+        lines += ["", f"## Dask job ({args.dask_lines} lines, shards of {max(1, args.dask_lines // 16)}, "
+                      f"batches of {args.batch_size}, one thread per worker)", "",
+                  "| run | cluster start | job time | lines/s |", "|---|---|---|---|"]
+        lines += [f"| {s} | {st} | {sec:.2f} s | {rate:.0f} |" for s, st, sec, rate in dask]
+    lines += ["", "Overheads are differences of medians: on a busy machine a few microseconds either way are noise. "
+              "The C++ pipeline time also includes writing its JSON lines."]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cli", default=os.environ.get("FLASHDEBERTA_CLI", str(REPO / "build/examples/flashdeberta")))
+    p.add_argument("--model", default=str(REPO / "models/tiny-en-sections"))
+    p.add_argument("--tokenizer", help="tokenizer directory (default: the model's)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--texts", type=int, default=512)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--dask-lines", type=int, default=4000)
+    p.add_argument("--no-dask", action="store_true")
+    p.add_argument("--out", default=str(REPO / f"bench/results/python-{datetime.date.today().isoformat()}.md"))
+    args = p.parse_args()
+    import flashdeberta as fd
+    forward = forward_rows(fd, args)
+    pipeline = pipeline_rows(fd, args)
+    dask = None if args.no_dask else dask_rows(fd, args)
+    text = report(args, forward, pipeline, dask)
+    sys.stdout.write(text)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text, encoding="utf-8")
+    sys.stderr.write(f"written to {args.out}\n")
+
+
+if __name__ == "__main__":
+    main()
