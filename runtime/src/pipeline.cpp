@@ -1,6 +1,7 @@
 #include "flashdeberta/runtime/pipeline.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include "flashdeberta/core/error.hpp"
 #include "flashdeberta/heads/sequence_classification.hpp"
@@ -63,11 +64,14 @@ Pipeline::~Pipeline() {
   backend_.reset();
 }
 
-tokenizer::Encoding Pipeline::encode(std::string const& text, std::size_t index, std::string const* pair) const {
+tokenizer::Encoding Pipeline::encode(std::string const& text, std::size_t index, std::string const* pair,
+                                     Truncate const& truncate) const {
   require_text_bytes(text.size() + (pair != nullptr ? pair->size() : 0), index, max_tokens_);
   // Tokenizing stops once the text is sure to hold more than --max-tokens, whatever its length.
   tokenizer::EncodeOptions options;
   options.token_limit = static_cast<std::size_t>(max_tokens_);
+  options.max_length = truncate.max_length;
+  options.truncation = truncate.strategy;
   tokenizer::Encoding e;
   try {
     e = pair != nullptr ? tokenizer_->encode(text, *pair, options) : tokenizer_->encode(text, options);
@@ -79,14 +83,16 @@ tokenizer::Encoding Pipeline::encode(std::string const& text, std::size_t index,
   return e;
 }
 
-HeadOutput Pipeline::forward(std::vector<tokenizer::Encoding> const& encodings,
-                             std::optional<std::int64_t> mask_token_id, std::size_t first_text) const {
+Batch Pipeline::pack(std::vector<tokenizer::Encoding> const& encodings,
+                     std::span<std::size_t const> text_numbers) const {
+  FLASHDEBERTA_REQUIRE(text_numbers.size() == encodings.size(),
+                       "pack: " << text_numbers.size() << " text numbers for " << encodings.size() << " encodings");
   std::int64_t total = 0;
   for (tokenizer::Encoding const& e : encodings) total += static_cast<std::int64_t>(e.size());
-  FLASHDEBERTA_REQUIRE(total <= max_tokens_, "texts " << first_text << " to " << first_text + encodings.size() - 1
-                                                      << " hold " << total
-                                                      << " tokens together, more than --max-tokens " << max_tokens_
-                                                      << " (lower --batch-size, or raise --max-tokens)");
+  FLASHDEBERTA_REQUIRE(encodings.empty() || total <= max_tokens_,
+                       "texts " << text_numbers.front() << " to " << text_numbers.back() << " hold " << total
+                                << " tokens together, more than --max-tokens " << max_tokens_
+                                << " (lower --batch-size, or raise --max-tokens)");
   Batch batch;
   bool const types = config_.type_vocab_size > 0;
   for (std::size_t i = 0; i < encodings.size(); ++i) {
@@ -95,10 +101,10 @@ HeadOutput Pipeline::forward(std::vector<tokenizer::Encoding> const& encodings,
     for (std::size_t t = 0; t < e.size(); ++t) {
       std::int64_t const id = e.input_ids[t];
       if (id < 0 || id >= config_.vocab_size) {
-        fail_text(first_text + i, "token '" + e.tokens[t] + "' has id " + std::to_string(id) +
-                                      ", outside the model's vocabulary (vocab_size " +
-                                      std::to_string(config_.vocab_size) + " in " + config_path_.string() +
-                                      "); is the tokenizer the checkpoint's own?");
+        fail_text(text_numbers[i], "token '" + e.tokens[t] + "' has id " + std::to_string(id) +
+                                       ", outside the model's vocabulary (vocab_size " +
+                                       std::to_string(config_.vocab_size) + " in " + config_path_.string() +
+                                       "); is the tokenizer the checkpoint's own?");
       }
       ids.push_back(static_cast<std::int32_t>(id));
       if (types)
@@ -107,7 +113,14 @@ HeadOutput Pipeline::forward(std::vector<tokenizer::Encoding> const& encodings,
     }
     batch.add_sequence(ids, type_ids);
   }
-  return model_->forward_head(batch, mask_token_id);
+  return batch;
+}
+
+HeadOutput Pipeline::forward(std::vector<tokenizer::Encoding> const& encodings,
+                             std::optional<std::int64_t> mask_token_id, std::size_t first_text) const {
+  std::vector<std::size_t> numbers(encodings.size());
+  std::iota(numbers.begin(), numbers.end(), first_text);
+  return model_->forward_head(pack(encodings, numbers), mask_token_id);
 }
 
 std::vector<std::vector<float>> rows_by_sequence(HostHeadTensor const& t, std::span<std::size_t const> sizes) {

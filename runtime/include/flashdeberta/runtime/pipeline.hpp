@@ -14,12 +14,16 @@
 #include <string_view>
 #include <vector>
 
+#include "flashdeberta/core/batch.hpp"
 #include "flashdeberta/core/model_config.hpp"
 #include "flashdeberta/heads/head_kind.hpp"
 #include "flashdeberta/heads/head_output.hpp"
+#include "flashdeberta/pipelines/embedding.hpp"
 #include "flashdeberta/pipelines/fill_mask.hpp"
+#include "flashdeberta/pipelines/rerank.hpp"
 #include "flashdeberta/pipelines/text_classification.hpp"
 #include "flashdeberta/pipelines/token_classification.hpp"
+#include "flashdeberta/pipelines/zero_shot.hpp"
 #include "flashdeberta/runtime/loaded_model.hpp"
 #include "flashdeberta/runtime/options.hpp"
 #include "flashdeberta/tokenizer/tokenizer.hpp"
@@ -36,6 +40,23 @@ struct Answer {
   std::int64_t end = 0;
   std::string answer;  // that part of the context
 };
+
+// zero-shot classification of one text: the candidate labels best first with their scores.
+using ZeroShotResult = pipelines::ZeroShotResult;
+
+// One passage of a rerank: its index in the request and its score (sigmoid of the cross-encoder's logit,
+// or the logit itself with raw_scores).
+using RerankScore = pipelines::RerankScore;
+
+// How a text (or pair) is cut to fit, as HF's tokenizer(..., truncation=strategy, max_length=N): the
+// default (no max_length) cuts nothing.
+struct Truncate {
+  std::optional<std::size_t> max_length;  // special tokens included; unset: no truncation
+  tokenizer::Truncation strategy = tokenizer::Truncation::kLongestFirst;
+};
+
+// embed's pooling: the [CLS] row, or the mean over the text's tokens (special tokens included).
+using Pooling = pipelines::Pooling;
 
 class Pipeline {
  public:
@@ -56,8 +77,10 @@ class Pipeline {
   LoadedModel const& model() const { return *model_; }
 
   // `text` (with `pair`, when given) encoded, refused as "text <index>: ..." when it is longer than
-  // max_tokens admits: by its bytes before it is tokenized (max_text_bytes), then by its tokens.
-  tokenizer::Encoding encode(std::string const& text, std::size_t index, std::string const* pair = nullptr) const;
+  // max_tokens admits: by its bytes before it is tokenized (max_text_bytes), then by its tokens, both
+  // counted before `truncate` cuts it (by default it cuts nothing).
+  tokenizer::Encoding encode(std::string const& text, std::size_t index, std::string const* pair = nullptr,
+                             Truncate const& truncate = {}) const;
 
   // The head over `encodings` as one packed batch. `mask_token_id`: a masked LM computes only those
   // tokens' rows. `first_text`: the number of the first encoding's text, for messages. A batch of more
@@ -82,7 +105,33 @@ class Pipeline {
   // question-answering with HF's defaults (one answer of at most 15 tokens, widened to whole words).
   Answer answer(std::string const& question, std::string const& context, std::size_t index = 1) const;
 
+  // zero-shot-classification as HF's ZeroShotClassificationPipeline: each text paired with
+  // hypothesis_template.format(label) for every candidate label, all pairs of a call in one packed batch;
+  // the entailment and contradiction ids from the config's id2label. multi_label: each label scored alone
+  // (softmax over contradiction/entailment); otherwise softmax of the entailment logits over the labels.
+  // The premise is cut (only_first) to the tokenizer's model_max_length when it has one, as HF. A checkpoint
+  // without an entailment label, no candidate label or a template without {} is a UsageError, checked
+  // before the texts (so a call with no text checks them alone).
+  std::vector<ZeroShotResult> zero_shot(std::span<std::string const> texts,
+                                        std::span<std::string const> candidate_labels,
+                                        std::string const& hypothesis_template, bool multi_label,
+                                        std::size_t first = 1) const;
+  // rerank with a cross-encoder (a sequence-classification checkpoint of one label): (query, passage)
+  // pairs in one batch, cut by `truncate`, sorted by score, the top_n best when given; passages[i] is
+  // "text first + i" in messages. A checkpoint of more labels is a UsageError, even with no passage.
+  std::vector<RerankScore> rerank(std::string const& query, std::span<std::string const> passages,
+                                  std::optional<std::size_t> top_n, bool raw_scores, Truncate const& truncate,
+                                  std::size_t first = 1) const;
+  // Pooled last hidden states (the [CLS] row or the mean over the text's tokens), L2-normalized when asked;
+  // the backbone's states whatever head the checkpoint was loaded with.
+  std::vector<std::vector<float>> embed(std::span<std::string const> texts, Pooling pooling, bool normalize,
+                                        std::size_t first = 1) const;
+
  private:
+  // `encodings` as one packed batch, refused when they hold more than max_tokens tokens together or a
+  // token outside the vocabulary. text_numbers[i]: the number of the text encodings[i] holds, for messages.
+  Batch pack(std::vector<tokenizer::Encoding> const& encodings, std::span<std::size_t const> text_numbers) const;
+
   ModelConfig config_;
   std::filesystem::path config_path_;
   std::string problem_type_;
