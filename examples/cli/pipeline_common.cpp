@@ -22,29 +22,40 @@ namespace {
 
 bool is_terminal(int fd) { return ::isatty(fd) == 1; }
 
-// A one-line bar on stderr, redrawn at most every 100 ms; `total` 0 when the count is not known (stdin).
+// Progress on stderr; `total` 0 when the count is not known (stdin). At a terminal, a one-line bar redrawn
+// in place at most every 100 ms. Elsewhere (a log file, CI) carriage returns would run the updates together
+// on one line, so each update is a line of its own (progress_line), at most once a second and at the end.
 class Progress {
  public:
-  Progress(bool enabled, std::size_t total) : enabled_(enabled), total_(total), start_(Clock::now()) {}
+  Progress(bool enabled, std::size_t total)
+      : enabled_(enabled), at_terminal_(is_terminal(STDERR_FILENO)), total_(total), start_(Clock::now()) {}
   ~Progress() {
-    if (drawn_) std::cerr << '\n' << std::flush;
+    if (drawn_ && at_terminal_) std::cerr << '\n' << std::flush;
   }
   Progress(Progress const&) = delete;
   Progress& operator=(Progress const&) = delete;
 
   // Takes the bar off its line before output is printed, so a terminal showing both streams stays tidy.
   void clear() {
-    if (drawn_) std::cerr << "\r\x1b[K" << std::flush;
+    if (drawn_ && at_terminal_) std::cerr << "\r\x1b[K" << std::flush;
   }
 
   void advance(std::size_t n, bool final = false) {
     done_ += n;
     if (!enabled_) return;
     auto const now = Clock::now();
-    if (!final && drawn_ && now - last_ < std::chrono::milliseconds(100)) return;
+    auto const interval = at_terminal_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(1000);
+    if (!final && drawn_ && now - last_ < interval) return;
+    if (final && drawn_ && !at_terminal_ && done_ == shown_) return;  // that line is printed already
     last_ = now;
+    shown_ = done_;
     double const seconds = std::chrono::duration<double>(now - start_).count();
     double const rate = seconds > 0.0 ? static_cast<double>(done_) / seconds : 0.0;
+    drawn_ = true;
+    if (!at_terminal_) {
+      std::cerr << progress_line(done_, total_, rate) << '\n' << std::flush;
+      return;
+    }
     char tail[64];
     std::snprintf(tail, sizeof(tail), " %.1f texts/s", rate);
     std::string line = "\r";
@@ -57,14 +68,15 @@ class Progress {
       line += std::to_string(done_) + " texts";
     }
     std::cerr << line << tail << std::flush;
-    drawn_ = true;
   }
 
  private:
   using Clock = std::chrono::steady_clock;
   bool enabled_;
+  bool at_terminal_;
   std::size_t total_;
   std::size_t done_ = 0;
+  std::size_t shown_ = 0;  // done_ when last drawn
   bool drawn_ = false;
   Clock::time_point start_;
   Clock::time_point last_;
@@ -159,7 +171,9 @@ std::string pipeline_common_help() {
          std::to_string(kDefaultMaxTokens) +
          ");\n"
          "                       a text of more than 64 x N bytes is refused before it is tokenized\n"
-         "  --progress           progress bar on stderr (shown anyway for TEXT arguments at a terminal)\n"
+         "  --progress           progress bar on stderr (shown anyway for TEXT arguments at a terminal); when\n"
+         "                       stderr is not a terminal, a line 'flashdeberta: N/M texts, R texts/s' at most\n"
+         "                       once a second and at the end\n"
          "  --timing             the load time, and the texts' time and rate at the end, on stderr\n"
          "\n"
          "Output: one JSON object per line on stdout. Errors: one line on stderr starting with\n"
@@ -220,6 +234,13 @@ void for_each_batch(PipelineOptions const& options,
     std::fprintf(stderr, "flashdeberta: %zu text%s in %.1f ms (%.1f texts/s)\n", count, count == 1 ? "" : "s",
                  time.count(), time.count() > 0.0 ? 1000.0 * static_cast<double>(count) / time.count() : 0.0);
   }
+}
+
+std::string progress_line(std::size_t done, std::size_t total, double texts_per_second) {
+  char rate[64];
+  std::snprintf(rate, sizeof(rate), ", %.1f texts/s", texts_per_second);
+  return "flashdeberta: " + std::to_string(done) + (total > 0 ? "/" + std::to_string(total) : std::string()) +
+         " texts" + rate;
 }
 
 bool read_bounded_line(std::istream& in, std::string& line, std::size_t limit, std::size_t index,

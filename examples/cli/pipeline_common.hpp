@@ -64,10 +64,15 @@ std::unique_ptr<Pipeline const> load_pipeline(PipelineOptions const& options, He
 
 // Calls `run(texts, first)` for batches of `batch_size` texts from options.texts or stdin lines (first:
 // the 1-based number of the batch's first text), drawing a progress bar on stderr when asked (--progress)
-// or, for texts given as arguments, when stdin and stderr are terminals. A stdin line longer than
+// or, for texts given as arguments, when stdin and stderr are terminals; with stderr not a terminal (a log
+// file), --progress prints a line per update instead (progress_line). A stdin line longer than
 // max_text_bytes(--max-tokens) is refused before the rest of it is read.
 void for_each_batch(PipelineOptions const& options,
                     std::function<void(std::vector<std::string> const& texts, std::size_t first)> const& run);
+
+// The line --progress prints when stderr is not a terminal, at most once a second and at the end:
+// "flashdeberta: 16/40 texts, 123.4 texts/s" (total 0, for stdin: "flashdeberta: 16 texts, 123.4 texts/s").
+std::string progress_line(std::size_t done, std::size_t total, double texts_per_second);
 
 // std::getline that stops at `limit` bytes: a longer line is refused (as text `index`, naming --max-tokens
 // max_tokens) before the rest of it is read, so a huge input without newlines cannot fill memory. False at
