@@ -14,14 +14,19 @@ int bench_command(BenchOptions const& options);
 // tokenize parses its own options (tokenize_command.cpp); it needs no backend.
 int tokenize_command(std::span<char const* const> args);
 std::string tokenize_help();
-// The pipeline commands (fill_mask_command.cpp, classify_command.cpp, ner_command.cpp, qa_command.cpp).
+// The pipeline commands (fill_mask_command.cpp, classify_command.cpp, ner_command.cpp, qa_command.cpp,
+// zero_shot_command.cpp, rerank_command.cpp).
 int fill_mask_command(std::span<char const* const> args);
 int classify_command(std::span<char const* const> args);
 int ner_command(std::span<char const* const> args);
 int qa_command(std::span<char const* const> args);
+int zero_shot_command(std::span<char const* const> args);
+int rerank_command(std::span<char const* const> args);
 std::string fill_mask_help();
 std::string classify_help();
 std::string ner_help();
 std::string qa_help();
+std::string zero_shot_help();
+std::string rerank_help();
 
 }  // namespace flashdeberta::cli

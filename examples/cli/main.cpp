@@ -1,6 +1,6 @@
 // flashdeberta: the command-line front end of the library (run, bench, tokenize, and the pipelines
-// fill-mask, classify, ner, qa). See args.cpp, tokenize_command.cpp and the *_command.cpp of the
-// pipelines for the usage texts.
+// fill-mask, classify, ner, qa, zero-shot, rerank). See args.cpp, tokenize_command.cpp and the
+// *_command.cpp of the pipelines for the usage texts.
 //
 // Contract with scripts: exit 0 on success, 2 for usage errors, 1 for any other error, and every error
 // is exactly one line on stderr starting with "flashdeberta: error: ". The run command never leaves a
@@ -52,16 +52,19 @@ int dispatch(std::span<char const* const> args) {
       std::cout << bench_help();
     } else if (topic == "tokenize") {
       std::cout << tokenize_help();
-    } else if (topic == "fill-mask" || topic == "classify" || topic == "ner" || topic == "qa") {
-      std::cout << (topic == "fill-mask"  ? fill_mask_help()
-                    : topic == "classify" ? classify_help()
-                    : topic == "ner"      ? ner_help()
-                                          : qa_help());
+    } else if (topic == "fill-mask" || topic == "classify" || topic == "ner" || topic == "qa" || topic == "zero-shot" ||
+               topic == "rerank") {
+      std::cout << (topic == "fill-mask"   ? fill_mask_help()
+                    : topic == "classify"  ? classify_help()
+                    : topic == "ner"       ? ner_help()
+                    : topic == "qa"        ? qa_help()
+                    : topic == "zero-shot" ? zero_shot_help()
+                                           : rerank_help());
     } else if (topic.empty()) {
       std::cout << main_help();
     } else {
       throw UsageError("no help for unknown command '" + std::string(topic) +
-                       "' (commands: run, bench, tokenize, fill-mask, classify, ner, qa)");
+                       "' (commands: run, bench, tokenize, fill-mask, classify, ner, qa, zero-shot, rerank)");
     }
     return 0;
   }
@@ -86,11 +89,14 @@ int dispatch(std::span<char const* const> args) {
   if (command == "classify") return classify_command(rest);
   if (command == "ner") return ner_command(rest);
   if (command == "qa") return qa_command(rest);
+  if (command == "zero-shot") return zero_shot_command(rest);
+  if (command == "rerank") return rerank_command(rest);
   if (command.starts_with("-")) {
     throw UsageError("unknown option '" + std::string(command) + "' (see 'flashdeberta --help')");
   }
   throw UsageError("unknown command '" + std::string(command) +
-                   "' (commands: run, bench, tokenize, fill-mask, classify, ner, qa; see 'flashdeberta --help')");
+                   "' (commands: run, bench, tokenize, fill-mask, classify, ner, qa, zero-shot, rerank; see "
+                   "'flashdeberta --help')");
 }
 
 }  // namespace

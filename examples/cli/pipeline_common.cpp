@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <set>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -110,16 +111,22 @@ std::optional<PipelineOptions> parse_pipeline_options(std::string_view command, 
     std::string const name(arg.substr(2, eq == std::string_view::npos ? std::string_view::npos : eq - 2));
     bool const is_common = name == "model" || name == "backend" || name == "attention" || name == "dtype" ||
                            name == "threads" || name == "max-tokens" || name == "tokenizer" || name == "batch-size";
-    bool const is_extra =
-        std::any_of(extras.begin(), extras.end(), [&](ExtraOption const& e) { return e.name == name; });
-    bool const is_flag = name == "progress" || name == "timing";
+    auto const extra = std::find_if(extras.begin(), extras.end(), [&](ExtraOption const& e) { return e.name == name; });
+    bool const is_extra = extra != extras.end();
+    bool const is_flag = name == "progress" || name == "timing" || (is_extra && extra->flag);
     if (!is_common && !is_extra && !is_flag) {
       usage_fail(command, "unknown option '--" + name + "' for '" + std::string(command) + "'");
     }
     if (!seen.insert(name).second) usage_fail(command, "option --" + name + " is given twice");
     if (is_flag) {
       if (eq != std::string_view::npos) usage_fail(command, "option --" + name + " takes no value");
-      (name == "progress" ? o.progress : o.timing) = true;
+      // Every flag a command may declare, and where it goes.
+      std::pair<std::string_view, bool*> const flags[] = {
+          {"progress", &o.progress},       {"timing", &o.timing},         {"jsonl", &o.jsonl},
+          {"multi-label", &o.multi_label}, {"raw-scores", &o.raw_scores}, {"return-text", &o.return_text}};
+      for (auto const& [flag, target] : flags) {
+        if (flag == name) *target = true;
+      }
       continue;
     }
     std::string value;
@@ -130,8 +137,8 @@ std::optional<PipelineOptions> parse_pipeline_options(std::string_view command, 
     } else {
       usage_fail(command, "option --" + name + " needs a value");
     }
-    // A question or context may be empty text (HF refuses it later); a path or number may not.
-    if (value.empty() && name != "question" && name != "context") {
+    // A question or context may be empty text (HF refuses it later), and so may a pair; a path or number may not.
+    if (value.empty() && name != "question" && name != "context" && name != "pair") {
       usage_fail(command, "option --" + name + " has an empty value");
     }
     if (apply_common_option(command, o.common, name, value)) continue;
@@ -145,6 +152,24 @@ std::optional<PipelineOptions> parse_pipeline_options(std::string_view command, 
       o.question = value;
     } else if (name == "context") {
       o.context = value;
+    } else if (name == "pair") {
+      o.pair = value;
+    } else if (name == "labels") {
+      o.labels = value;
+    } else if (name == "hypothesis-template") {
+      o.hypothesis_template = value;
+    } else if (name == "query") {
+      o.query = value;
+    } else if (name == "top-n") {
+      o.top_n = parse_integer_option(command, name, value, 1, 1000000000);
+    } else if (name == "max-length") {
+      o.max_length = parse_integer_option(command, name, value, 1, 1000000000);
+    } else if (name == "truncation") {
+      try {
+        o.truncation = tokenizer::parse_truncation(value);
+      } catch (Error const& e) {
+        usage_fail(command, "--truncation: " + std::string(e.what()));
+      }
     }
   }
   if (!seen.contains("model")) usage_fail(command, "missing --model");

@@ -1,7 +1,7 @@
-// What the pipeline commands (fill-mask, classify, ner, qa) share: their options, the checkpoint loaded
-// with --timing, texts from the command line or stdin in batches, and the progress bar. The tasks
-// themselves are the runtime's (runtime/include/flashdeberta/runtime/pipeline.hpp), shared with the
-// Python package and the server.
+// What the pipeline commands (fill-mask, classify, ner, qa, zero-shot, rerank) share: their options, the
+// checkpoint loaded with --timing, texts from the command line or stdin in batches, and the progress bar.
+// The tasks themselves are the runtime's (runtime/include/flashdeberta/runtime/pipeline.hpp), shared with
+// the Python package and the server.
 #pragma once
 
 #include <chrono>
@@ -35,12 +35,26 @@ struct PipelineOptions {
   std::optional<std::int64_t> top_k;    // fill-mask (default 5), classify (default: every label)
   std::optional<std::string> question;  // qa
   std::optional<std::string> context;   // qa
+  // The pair tasks' options.
+  std::optional<std::string> pair;                  // classify --pair: every text's second sequence
+  bool jsonl = false;                               // classify --jsonl: stdin lines are {"text", "text_pair"}
+  std::optional<std::string> labels;                // zero-shot --labels, as given (comma-separated)
+  std::optional<std::string> hypothesis_template;   // zero-shot
+  bool multi_label = false;                         // zero-shot
+  std::optional<std::string> query;                 // rerank
+  std::optional<std::int64_t> top_n;                // rerank
+  bool raw_scores = false;                          // rerank
+  bool return_text = false;                         // rerank
+  std::optional<std::int64_t> max_length;           // rerank: pair truncation
+  std::optional<tokenizer::Truncation> truncation;  // rerank
 };
 
-// One extra option of a command: its name (without "--") and whether it needs a value.
+// One extra option of a command: its name (without "--"), whether it must be given, and whether it is a
+// flag (no value).
 struct ExtraOption {
   std::string_view name;
   bool required = false;
+  bool flag = false;
 };
 
 // Parses `args` (after the command name). nullopt: --help was given. Texts are the positional arguments
