@@ -1,5 +1,6 @@
-"""pipeline(): HF's fill-mask, text-classification, token-classification ("simple" aggregation) and
-question-answering pipelines over the C++ tasks the CLI runs, returning HF's structures."""
+"""pipeline(): HF's fill-mask, text-classification, token-classification ("simple" aggregation),
+question-answering and zero-shot-classification pipelines over the C++ tasks the CLI runs, returning HF's
+structures; and "rerank" (text-embeddings-inference's /rerank) with a cross-encoder."""
 
 import os
 
@@ -8,7 +9,8 @@ from .models import backend_for, dtype_name
 
 _TASKS = {"fill-mask": "fill-mask", "text-classification": "text-classification",
           "sentiment-analysis": "text-classification", "token-classification": "token-classification",
-          "ner": "token-classification", "question-answering": "question-answering"}
+          "ner": "token-classification", "question-answering": "question-answering",
+          "zero-shot-classification": "zero-shot-classification", "rerank": "rerank", "text-ranking": "rerank"}
 
 
 def _batches(items, size):
@@ -127,15 +129,67 @@ class QuestionAnsweringPipeline(Pipeline):
         return answers if isinstance(inputs, list) else answers[0]
 
 
+_DEFAULT_HYPOTHESIS_TEMPLATE = "This example is {}."
+
+
+class ZeroShotClassificationPipeline(Pipeline):
+    def __call__(self, sequences, candidate_labels=None, hypothesis_template=_DEFAULT_HYPOTHESIS_TEMPLATE,
+                 multi_label=False, batch_size=None):
+        """HF's zero-shot-classification: {"sequence", "labels", "scores"} (labels best first) for a str, a
+        list of them for a list. candidate_labels: a list, or a str of comma-separated labels. Each batch of
+        sequences runs with every label's (sequence, hypothesis) pair in one forward pass."""
+        texts, single = _texts(sequences)
+        if isinstance(candidate_labels, str):  # HF's _parse_labels
+            candidate_labels = [label.strip() for label in candidate_labels.split(",") if label.strip()]
+        if not isinstance(candidate_labels, (list, tuple)) or not all(isinstance(c, str) for c in candidate_labels):
+            raise ValueError("candidate_labels must be a str of comma-separated labels or a list of str")
+        if not candidate_labels or not texts:
+            raise ValueError("You must include at least one label and at least one sequence.")
+        run = lambda batch: self._native.zero_shot(batch, list(candidate_labels), str(hypothesis_template),
+                                                   bool(multi_label))
+        results = self._run(texts, run, batch_size)
+        return results[0] if single else results
+
+
+class RerankPipeline(Pipeline):
+    def __call__(self, query, passages, top_n=None, raw_scores=False, return_text=False, truncation=False,
+                 max_length=None, batch_size=None):
+        """The passages by descending relevance to query, as text-embeddings-inference's /rerank:
+        [{"index", "score"}] ("text" too with return_text), index counting passages from 0, score the sigmoid
+        of the cross-encoder's logit (the logit with raw_scores), the top_n best when given. truncation
+        (True/"longest_first", "only_first", "only_second") cuts each (query, passage) pair to max_length
+        tokens, or to the tokenizer's model_max_length without one, as HF's tokenizer; max_length alone cuts
+        longest_first (as the CLI's --max-length). batch_size counts passages per forward pass."""
+        if not isinstance(query, str):
+            raise ValueError(f"query must be a str, not {type(query).__name__}")
+        texts, _ = _texts(passages)
+        if top_n is not None and int(top_n) < 1:
+            raise ValueError(f"top_n must be at least 1 or None, not {top_n}")
+        if truncation is True:
+            truncation = "longest_first"
+        strategy = None if truncation is False or truncation is None else str(truncation)
+        length = None if max_length is None else int(max_length)
+        if length is not None and length < 1:
+            raise ValueError(f"max_length must be at least 1, not {max_length}")
+        logits = self._run(texts, lambda batch: self._native.rerank_logits(query, batch, length, strategy),
+                           batch_size)
+        ranked = _native.rank_passages(logits, None if top_n is None else int(top_n), bool(raw_scores))
+        if return_text:  # TEI's key order: index, text, score
+            ranked = [{"index": r["index"], "text": texts[r["index"]], "score": r["score"]} for r in ranked]
+        return ranked
+
+
 _CLASSES = {"fill-mask": FillMaskPipeline, "text-classification": TextClassificationPipeline,
-            "token-classification": TokenClassificationPipeline, "question-answering": QuestionAnsweringPipeline}
+            "token-classification": TokenClassificationPipeline, "question-answering": QuestionAnsweringPipeline,
+            "zero-shot-classification": ZeroShotClassificationPipeline, "rerank": RerankPipeline}
 
 
 def pipeline(task, model=None, tokenizer=None, *, device="cpu", dtype="float32", attention="flash", threads=0,
              batch_size=8, max_tokens=65536, backend=None):
     """HF's pipeline(task, model=DIR): task is fill-mask, text-classification (sentiment-analysis),
-    token-classification (ner) or question-answering; model a checkpoint directory whose architectures
-    hold the task's head; tokenizer a directory with the tokenizer files when they are not in model."""
+    token-classification (ner), question-answering, zero-shot-classification (an NLI checkpoint) or rerank
+    (text-ranking: a cross-encoder, one label); model a checkpoint directory whose architectures hold the
+    task's head; tokenizer a directory with the tokenizer files when they are not in model."""
     if task not in _TASKS:
         raise ValueError(f"task {task!r} is not one of {', '.join(sorted(_TASKS))}")
     for name, value in (("model", model), ("tokenizer", tokenizer)):

@@ -23,9 +23,11 @@ HeadKind head_for_task(std::string const& task) {
   if (task == "text-classification") return HeadKind::kSequenceClassification;
   if (task == "token-classification") return HeadKind::kTokenClassification;
   if (task == "question-answering") return HeadKind::kQuestionAnswering;
+  // NLI models and cross-encoders are sequence classifiers; the tasks check their labels.
+  if (task == "zero-shot-classification" || task == "rerank") return HeadKind::kSequenceClassification;
   throw runtime::UsageError("task '" + task +
                             "' is not one of fill-mask, text-classification, token-classification, "
-                            "question-answering");
+                            "question-answering, zero-shot-classification, rerank");
 }
 
 }  // namespace
@@ -109,6 +111,49 @@ class Pipeline {
                     py::arg("answer") = a.answer);
   }
 
+  // Per sequence, HF's {"sequence", "labels", "scores"}.
+  py::list zero_shot(std::vector<std::string> const& sequences, std::vector<std::string> const& candidate_labels,
+                     std::string const& hypothesis_template, bool multi_label) const {
+    std::vector<runtime::ZeroShotResult> results;
+    {
+      py::gil_scoped_release const unlocked;
+      results = pipeline_->zero_shot(sequences, candidate_labels, hypothesis_template, multi_label);
+    }
+    py::list out;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      out.append(py::dict(py::arg("sequence") = sequences[i], py::arg("labels") = results[i].labels,
+                          py::arg("scores") = results[i].scores));
+    }
+    return out;
+  }
+
+  // The passages' logits in passage order (the cross-encoder's one label); `truncation` is HF's strategy
+  // name, cutting to max_length or, without one, to the tokenizer's model_max_length.
+  std::vector<float> rerank_logits(std::string const& query, std::vector<std::string> const& passages,
+                                   std::optional<std::size_t> max_length,
+                                   std::optional<std::string> const& truncation) const {
+    runtime::Truncate truncate;
+    if (truncation) truncate.strategy = tokenizer::parse_truncation(*truncation);
+    truncate.max_length = max_length;
+    if (truncation && !max_length && truncate.strategy != tokenizer::Truncation::kNone) {
+      std::optional<std::int64_t> const model_max_length = pipeline_->tokenizer().model_max_length();
+      if (!model_max_length) {
+        throw runtime::UsageError("truncation='" + *truncation +
+                                  "' without max_length cuts to the tokenizer's model_max_length, but its "
+                                  "tokenizer_config.json gives none (pass max_length=N)");
+      }
+      truncate.max_length = static_cast<std::size_t>(*model_max_length);
+    }
+    std::vector<runtime::RerankScore> scores;
+    {
+      py::gil_scoped_release const unlocked;
+      scores = pipeline_->rerank(query, passages, std::nullopt, /*raw_scores=*/true, truncate);
+    }
+    std::vector<float> logits(passages.size());
+    for (runtime::RerankScore const& s : scores) logits[s.index] = s.score;
+    return logits;
+  }
+
   std::vector<std::string> labels() const { return label_names(pipeline_->config()); }
   std::string description() const { return std::to_string(pipeline_->threads()) + " threads"; }
 
@@ -127,7 +172,21 @@ void bind_pipeline(py::module_& m) {
            py::arg("top_k") = py::none())
       .def("ner", &Pipeline::ner, py::arg("texts"))
       .def("answer", &Pipeline::answer, py::arg("question"), py::arg("context"))
+      .def("zero_shot", &Pipeline::zero_shot, py::arg("sequences"), py::arg("candidate_labels"),
+           py::arg("hypothesis_template"), py::arg("multi_label"))
+      .def("rerank_logits", &Pipeline::rerank_logits, py::arg("query"), py::arg("passages"),
+           py::arg("max_length") = py::none(), py::arg("truncation") = py::none())
       .def_property_readonly("labels", &Pipeline::labels);
+  // TEI's /rerank order over the logits of all passages (those of several rerank_logits calls together).
+  m.def(
+      "rank_passages",
+      [](std::vector<float> const& logits, std::optional<std::size_t> top_n, bool raw_scores) {
+        py::list out;
+        for (pipelines::RerankScore const& r : pipelines::rerank(logits, top_n, raw_scores))
+          out.append(py::dict(py::arg("index") = r.index, py::arg("score") = r.score));
+        return out;
+      },
+      py::arg("logits"), py::arg("top_n") = py::none(), py::arg("raw_scores") = false);
 }
 
 }  // namespace flashdeberta::python
