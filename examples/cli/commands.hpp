@@ -26,6 +26,9 @@ std::string fill_mask_help();
 std::string classify_help();
 std::string ner_help();
 std::string qa_help();
+// flashdeberta serve (serve_command.cpp and server/): the HTTP server.
+int serve_command(std::span<char const* const> args);
+std::string serve_help();
 std::string zero_shot_help();
 std::string rerank_help();
 

@@ -1,6 +1,6 @@
-// flashdeberta: the command-line front end of the library (run, bench, tokenize, and the pipelines
-// fill-mask, classify, ner, qa, zero-shot, rerank). See args.cpp, tokenize_command.cpp and the
-// *_command.cpp of the pipelines for the usage texts.
+// flashdeberta: the command-line front end of the library (run, bench, tokenize, the pipelines
+// fill-mask, classify, ner, qa, zero-shot, rerank, and serve, the HTTP server). See args.cpp,
+// tokenize_command.cpp, serve_command.cpp and the *_command.cpp of the pipelines for the usage texts.
 //
 // Contract with scripts: exit 0 on success, 2 for usage errors, 1 for any other error, and every error
 // is exactly one line on stderr starting with "flashdeberta: error: ". The run command never leaves a
@@ -60,11 +60,13 @@ int dispatch(std::span<char const* const> args) {
                     : topic == "qa"        ? qa_help()
                     : topic == "zero-shot" ? zero_shot_help()
                                            : rerank_help());
+    } else if (topic == "serve") {
+      std::cout << serve_help();
     } else if (topic.empty()) {
       std::cout << main_help();
     } else {
       throw UsageError("no help for unknown command '" + std::string(topic) +
-                       "' (commands: run, bench, tokenize, fill-mask, classify, ner, qa, zero-shot, rerank)");
+                       "' (commands: run, bench, tokenize, fill-mask, classify, ner, qa, zero-shot, rerank, serve)");
     }
     return 0;
   }
@@ -89,13 +91,14 @@ int dispatch(std::span<char const* const> args) {
   if (command == "classify") return classify_command(rest);
   if (command == "ner") return ner_command(rest);
   if (command == "qa") return qa_command(rest);
+  if (command == "serve") return serve_command(rest);
   if (command == "zero-shot") return zero_shot_command(rest);
   if (command == "rerank") return rerank_command(rest);
   if (command.starts_with("-")) {
     throw UsageError("unknown option '" + std::string(command) + "' (see 'flashdeberta --help')");
   }
   throw UsageError("unknown command '" + std::string(command) +
-                   "' (commands: run, bench, tokenize, fill-mask, classify, ner, qa, zero-shot, rerank; see "
+                   "' (commands: run, bench, tokenize, fill-mask, classify, ner, qa, zero-shot, rerank, serve; see "
                    "'flashdeberta --help')");
 }
 

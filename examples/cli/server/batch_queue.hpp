@@ -1,0 +1,111 @@
+// Dynamic batching: the sequences of concurrent requests packed into one forward pass of the model.
+//
+// HTTP threads tokenize their request and call BatchQueue::run, which queues the encodings and waits.
+// One worker thread per model takes sequences from the front of the queue, in arrival order, until the next
+// one would pass --max-batch-tokens (a request larger than that is spread over several forwards), runs
+// them as one packed batch and hands each request the head's rows of its own sequences. Every route of a
+// model shares the forward: a checkpoint has one head, and /predict, /rerank and /zero-shot all read the
+// same sequence-classification logits, so they batch together.
+//
+// RequestGate bounds what is admitted at all (--max-concurrent-requests): a request that finds it full
+// is answered 429 at once instead of waiting behind the others.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "flashdeberta/heads/head_output.hpp"
+#include "flashdeberta/runtime/pipeline.hpp"
+#include "flashdeberta/tokenizer/encoding.hpp"
+#include "server/metrics.hpp"
+
+namespace flashdeberta::cli::server {
+
+// At most `limit` requests in flight; a Permit holds one place until it is destroyed.
+class RequestGate {
+ public:
+  explicit RequestGate(std::size_t limit) : limit_(limit) {}
+
+  class Permit {
+   public:
+    explicit Permit(RequestGate* gate) : gate_(gate) {}
+    Permit(Permit&& other) noexcept : gate_(std::exchange(other.gate_, nullptr)) {}
+    Permit(Permit const&) = delete;
+    Permit& operator=(Permit const&) = delete;
+    Permit& operator=(Permit&&) = delete;
+    ~Permit() {
+      if (gate_ != nullptr) gate_->leave();
+    }
+
+   private:
+    RequestGate* gate_;
+  };
+
+  std::optional<Permit> try_enter();  // nullopt when `limit` requests are in flight
+  std::size_t in_flight() const;
+  std::size_t limit() const { return limit_; }
+
+ private:
+  void leave();
+  std::size_t const limit_;
+  mutable std::mutex mutex_;
+  std::size_t in_flight_ = 0;
+};
+
+class BatchQueue {
+ public:
+  // `mask_token_id`: for a masked LM, the forward computes the logits of these tokens only (fill-mask).
+  // Starts the worker thread.
+  BatchQueue(runtime::Pipeline const& pipeline, std::optional<std::int64_t> mask_token_id,
+             std::int64_t max_batch_tokens, Metrics& metrics);
+  ~BatchQueue();  // stop(), then joins the worker
+  BatchQueue(BatchQueue const&) = delete;
+  BatchQueue& operator=(BatchQueue const&) = delete;
+
+  // The head's outputs for `encodings`, computed in batches with whatever else is queued; rows and token
+  // indices are numbered as if the encodings had run alone (what runtime::rows_by_sequence expects).
+  // Blocks until done. Each encoding must hold at most max_batch_tokens tokens. The encodings are moved
+  // into the batch and back, and are as given on return. Throws ApiError: 503 once stop() was called,
+  // 424 when the forward failed.
+  HeadOutput run(std::vector<tokenizer::Encoding>& encodings);
+
+  // Refuses new work; the worker ends once every queued request is answered.
+  void stop();
+  std::size_t queued_sequences() const;
+  std::int64_t max_batch_tokens() const { return max_batch_tokens_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Job;
+  // The sequences [begin, end) of one job that a batch holds.
+  struct Slice {
+    std::shared_ptr<Job> job;
+    std::size_t begin = 0;
+    std::size_t end = 0;
+  };
+
+  void work();
+  std::vector<Slice> take_batch();  // waits for work; empty when stopped and drained
+  void run_batch(std::vector<Slice> const& slices);
+
+  runtime::Pipeline const& pipeline_;
+  std::optional<std::int64_t> mask_token_id_;
+  std::int64_t max_batch_tokens_;
+  Metrics& metrics_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  std::size_t queued_sequences_ = 0;
+  bool stopping_ = false;
+  std::thread worker_;  // last: started once everything above exists
+};
+
+}  // namespace flashdeberta::cli::server

@@ -1,0 +1,107 @@
+// The model behind the server: the checkpoint loaded once with its tokenizer (runtime::Pipeline), the
+// routes its head serves, the batching queue in front of it, and each route's work from a parsed request
+// to its JSON answer: tokenize on the calling HTTP thread (with the request's truncation and the size
+// limits), run the forward through the queue, post-process with the library's pipelines/ functions, the
+// same ones the CLI's commands use, so the server's answers are the CLI's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "flashdeberta/heads/head_kind.hpp"
+#include "flashdeberta/pipelines/embedding.hpp"
+#include "flashdeberta/pipelines/text_classification.hpp"
+#include "flashdeberta/pipelines/zero_shot.hpp"
+#include "flashdeberta/runtime/options.hpp"
+#include "flashdeberta/runtime/pipeline.hpp"
+#include "server/batch_queue.hpp"
+#include "server/metrics.hpp"
+#include "server/requests.hpp"
+
+namespace flashdeberta::cli::server {
+
+using JsonOut = nlohmann::ordered_json;
+
+// What `flashdeberta serve` was asked for (serve_command.cpp parses it).
+struct ServeOptions {
+  runtime::RuntimeOptions runtime;                 // --model, --backend, --attention, --dtype, --threads
+  std::optional<std::filesystem::path> tokenizer;  // default: --model
+  std::string host = "127.0.0.1";
+  int port = 8080;                                         // 0: any free port (printed at start)
+  std::string model_id;                                    // --model-id; default: the model directory's name
+  std::int64_t max_batch_tokens = 16384;                   // tokens per forward (TEI's default)
+  std::size_t max_concurrent_requests = 512;               // admitted at once; beyond: 429 (TEI's default)
+  std::size_t max_client_batch_size = 32;                  // inputs per request (TEI's default)
+  std::optional<std::int64_t> max_input_length;            // tokens per input; default: max_position_embeddings
+  std::size_t payload_limit = 2000000;                     // request body bytes (TEI's default)
+  std::size_t http_threads = 0;                            // connections served at once; parsing sets the default
+  pipelines::Pooling pooling = pipelines::Pooling::kMean;  // /embed's
+};
+
+// Default HTTP threads beyond --max-concurrent-requests, so a full server still answers 429, /health and
+// /metrics at once (a connection holds a thread while it is open).
+inline constexpr std::size_t kSpareHttpThreads = 8;
+
+// The routes a model may serve, beside /tokenize, /info, /health and /metrics, which every model serves.
+enum class ModelRoute { kPredict, kRerank, kEmbed, kZeroShot, kFillMask, kNer };
+std::string_view route_path(ModelRoute route);  // "/predict", ...
+
+class ModelService {
+ public:
+  // Loads the checkpoint (its head from config.json's architectures) and starts the batching worker.
+  ModelService(ServeOptions const& options, Metrics& metrics);
+  ~ModelService();
+  ModelService(ModelService const&) = delete;
+  ModelService& operator=(ModelService const&) = delete;
+
+  // Refuses (424, naming what the checkpoint is and what the route needs) a route this model does not serve.
+  void require(ModelRoute route) const;
+  std::vector<std::string> routes() const;  // every path served, for /info and the start line
+  std::string describe() const;             // "DeBERTa v3 sequence-classification (labels negative, ...)"
+
+  RequestGate& gate() { return gate_; }
+  QueueGauges gauges() const;
+  void stop_batching() { queue_->stop(); }
+  std::int64_t max_input_length() const { return max_input_length_; }
+
+  JsonOut predict(PredictRequest const& request) const;
+  JsonOut rerank(RerankRequest const& request) const;
+  JsonOut embed(EmbedRequest const& request) const;
+  JsonOut tokenize(TokenizeRequest const& request) const;
+  JsonOut zero_shot(ZeroShotRequest const& request) const;
+  JsonOut fill_mask(FillMaskRequest const& request) const;
+  JsonOut ner(NerRequest const& request) const;
+  JsonOut info() const;
+
+ private:
+  // `text` (with `pair`) tokenized as input `what` ("inputs[2]"): cut to `length` tokens (strategy) with
+  // `truncate`, else refused (422) when longer; a text the tokenizer refuses is 422 too. `length` 0 is
+  // --max-input-length; kUnbounded takes the input whole (the body size bounds it).
+  static constexpr std::size_t kUnbounded = static_cast<std::size_t>(-1);
+  tokenizer::Encoding encode(std::string const& text, std::string const* pair, bool truncate, std::string const& what,
+                             tokenizer::Truncation strategy = tokenizer::Truncation::kLongestFirst,
+                             std::size_t length = 0) const;
+  // The head's rows for `encodings` through the batching queue.
+  HeadOutput forward(std::vector<tokenizer::Encoding>& encodings) const;
+  bool serves(ModelRoute route) const;
+
+  ServeOptions options_;
+  std::unique_ptr<runtime::Pipeline> pipeline_;
+  HeadKind head_ = HeadKind::kBase;
+  std::vector<std::string> labels_;  // id2label of the classification heads
+  pipelines::ScoreFunction score_function_ = pipelines::ScoreFunction::kSoftmax;
+  std::optional<pipelines::NliLabelIds> nli_labels_;  // the columns zero-shot reads, when the model has them
+  std::int64_t max_input_length_ = 0;
+  RequestGate gate_;
+  std::unique_ptr<BatchQueue> queue_;  // destroyed (worker joined) before pipeline_
+};
+
+}  // namespace flashdeberta::cli::server

@@ -1,0 +1,88 @@
+// The request bodies of the server's routes, parsed and checked before any work: text-embeddings-
+// inference's shapes for /predict, /rerank, /embed and /tokenize, HF's pipeline arguments for
+// /zero-shot, /fill-mask and /ner. A body that is not what the route takes is refused with an ApiError
+// naming the field and what was found ("inputs[2] must be a string, found integer 5").
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace flashdeberta::cli::server {
+
+// What a request may hold, from the serve options.
+struct RequestLimits {
+  std::size_t max_client_batch_size = 32;  // inputs (or rerank texts, or candidate labels) per request
+};
+
+// One input of /predict: a text, or a text and its pair.
+struct TextInput {
+  std::string text;
+  std::optional<std::string> pair;
+};
+
+// POST /predict {"inputs": "text" | ["text", "pair"] | [["text"], ["text", "pair"], ...], "raw_scores",
+// "truncate"}. `batch`: the answer is a list per input (TEI answers a single input with its list alone).
+struct PredictRequest {
+  std::vector<TextInput> inputs;
+  bool batch = false;
+  bool raw_scores = false;
+  bool truncate = false;
+};
+
+// POST /rerank {"query", "texts", "raw_scores", "return_text", "truncate", "top_n"}.
+struct RerankRequest {
+  std::string query;
+  std::vector<std::string> texts;
+  bool raw_scores = false;
+  bool return_text = false;
+  bool truncate = false;
+  std::optional<std::size_t> top_n;
+};
+
+// POST /embed {"inputs": "text" | ["text", ...], "normalize", "truncate"}.
+struct EmbedRequest {
+  std::vector<std::string> inputs;
+  bool normalize = true;  // TEI's default
+  bool truncate = false;
+};
+
+// POST /tokenize {"inputs": "text" | ["text", ...], "add_special_tokens"}.
+struct TokenizeRequest {
+  std::vector<std::string> inputs;
+  bool add_special_tokens = true;
+};
+
+// POST /zero-shot {"inputs", "candidate_labels", "hypothesis_template", "multi_label"}; the three options
+// may also come inside "parameters", as HF's Inference API sends them.
+struct ZeroShotRequest {
+  std::vector<std::string> inputs;
+  bool batch = false;
+  std::vector<std::string> candidate_labels;
+  bool labels_as_text = false;                     // one text "a, b, c", split on commas as HF does
+  std::optional<std::string> hypothesis_template;  // unset: HF's default
+  bool multi_label = false;
+};
+
+// POST /fill-mask {"inputs", "top_k"} and POST /ner {"inputs"} (top_k also inside "parameters").
+struct FillMaskRequest {
+  std::vector<std::string> inputs;
+  bool batch = false;
+  std::size_t top_k = 5;
+};
+struct NerRequest {
+  std::vector<std::string> inputs;
+  bool batch = false;
+};
+
+PredictRequest parse_predict_request(std::string_view body, RequestLimits const& limits);
+RerankRequest parse_rerank_request(std::string_view body, RequestLimits const& limits);
+EmbedRequest parse_embed_request(std::string_view body, RequestLimits const& limits);
+TokenizeRequest parse_tokenize_request(std::string_view body, RequestLimits const& limits);
+ZeroShotRequest parse_zero_shot_request(std::string_view body, RequestLimits const& limits);
+FillMaskRequest parse_fill_mask_request(std::string_view body, RequestLimits const& limits);
+NerRequest parse_ner_request(std::string_view body, RequestLimits const& limits);
+
+}  // namespace flashdeberta::cli::server
