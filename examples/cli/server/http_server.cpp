@@ -42,6 +42,9 @@ HttpServer::HttpServer(ModelService& service, Metrics& metrics, ServeOptions con
   server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_.set_payload_max_length(options.payload_limit);
   server_.set_keep_alive_max_count(kKeepAliveRequests);
+  // httplib writes the headers and the body of an answer in two sends; with Nagle's algorithm the body then
+  // waits for the client's delayed ACK of the headers, 40 ms on Linux: a 10 ms request took 56 ms.
+  server_.set_tcp_nodelay(true);
   server_.set_error_handler(httplib::Server::HandlerWithResponse(
       [this](httplib::Request const& request, httplib::Response& response) { return on_error(request, response); }));
   server_.set_exception_handler([](httplib::Request const&, httplib::Response& response, std::exception_ptr) {
