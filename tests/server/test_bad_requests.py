@@ -109,6 +109,12 @@ class BadRequests(unittest.TestCase):
             sock = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
             sock.sendall(payload)
             stalled.append(sock)
+        # A client that hangs up before its answer is written (the server's write then fails: no SIGPIPE death).
+        body = json.dumps({"inputs": [["word " * 60]] * MAX_CLIENT_BATCH, "truncate": True}).encode()
+        for _ in range(3):
+            with socket.create_connection(("127.0.0.1", self.server.port), timeout=10) as sock:
+                sock.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         start = time.monotonic()
         status, got = post(self.server, "/predict", {"inputs": "still answered"})
         self.assertEqual(status, 200, got)
