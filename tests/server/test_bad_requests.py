@@ -3,11 +3,13 @@ of them crashes the server, stalls it, or keeps it from answering the next reque
 
 import json
 import socket
+import subprocess
 import threading
 import time
 import unittest
 
-from server_harness import CLASSIFY, FILL_MASK, SAME_RUN, ZERO_SHOT, Server, close, curl, post, request
+from server_harness import (CLASSIFY, CLI, FILL_MASK, SAME_RUN, SPM, ZERO_SHOT, Server, close, curl, post,
+                            request)
 
 # The limits the classifier server runs with, small so that the tests can cross them cheaply.
 MAX_CLIENT_BATCH = 4
@@ -176,6 +178,36 @@ class TaskSpecificRefusals(unittest.TestCase):
                 status, got = post(server, "/fill-mask", {"inputs": "a [MASK]", "top_k": top_k})
                 self.assertEqual((status, got["error_type"]), (422, "Validation"), got)
                 self.assertIn(needle, got["error"])
+            self.assertEqual(server.stop(), 0)
+
+
+class StartupErrors(unittest.TestCase):
+    """What `flashdeberta serve` refuses to start with: one line on stderr, the CLI's exit statuses."""
+
+    def refused(self, status, needle, *args):
+        args = list(map(str, args))
+        port = [] if "--port" in args else ["--port", "0"]
+        result = subprocess.run([CLI, "serve", *port, *args], capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, status, result.stderr)
+        self.assertEqual(len(result.stderr.splitlines()), 1, result.stderr)
+        self.assertIn(needle, result.stderr)
+
+    def test_bad_options(self):
+        model = ["--model", CLASSIFY, "--tokenizer", SPM]
+        self.refused(2, "missing --model")
+        self.refused(2, "unknown option '--max-tokens' for 'serve'", *model, "--max-tokens", 10)
+        self.refused(2, "--port '70000' is not an integer in [0, 65535]", *model, "--port", 70000)
+        self.refused(2, "the eigen backend computes in fp32 only", *model, "--dtype", "bf16")
+        self.refused(2, "--max-input-length 512 (max_position_embeddings of config.json) is more than "
+                        "--max-batch-tokens 100", *model, "--max-batch-tokens", 100)
+        self.refused(2, "--http-threads 4 must exceed --max-concurrent-requests 4", *model, "--http-threads", 4,
+                     "--max-concurrent-requests", 4)
+        self.refused(1, "config.json", "--model", "/nonexistent/model")
+
+    def test_a_port_in_use(self):
+        with Server(CLASSIFY) as server:
+            self.refused(1, f"cannot listen on 127.0.0.1:{server.port}", "--model", CLASSIFY, "--tokenizer", SPM,
+                         "--port", server.port)
             self.assertEqual(server.stop(), 0)
 
 

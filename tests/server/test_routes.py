@@ -3,6 +3,7 @@ texts (and HF's, on the fixtures made with transformers 5.17), in TEI's and HF's
 
 import json
 import math
+import signal
 import struct
 import subprocess
 import tempfile
@@ -156,7 +157,8 @@ class FillMaskAndNerRoutes(unittest.TestCase):
             status, error = post(server, "/fill-mask", {"inputs": ["a [MASK]", "no mask here"]})
             self.assertEqual(status, 422, error)
             self.assertIn("inputs[1] has no mask token ([MASK])", error["error"])
-            self.assertEqual(server.stop(), 0)
+            self.assertEqual(server.stop(signal.SIGINT), 0)  # Ctrl-C stops it as SIGTERM does
+            self.assertIn("SIGINT: answering the requests in flight", server.stderr())
 
     def test_ner_equals_the_cli_and_hf(self):
         cases = fixture_cases(NER)

@@ -45,6 +45,13 @@ HttpServer::HttpServer(ModelService& service, Metrics& metrics, ServeOptions con
   // httplib writes the headers and the body of an answer in two sends; with Nagle's algorithm the body then
   // waits for the client's delayed ACK of the headers, 40 ms on Linux: a 10 ms request took 56 ms.
   server_.set_tcp_nodelay(true);
+  // httplib's default socket options add SO_REUSEPORT, with which a second server binds a port already served
+  // and silently takes part of its connections; SO_REUSEADDR alone still allows a restart while the old
+  // connections linger in TIME_WAIT, and makes a busy port an error.
+  server_.set_socket_options([](socket_t socket) {
+    int const yes = 1;
+    ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   server_.set_error_handler(httplib::Server::HandlerWithResponse(
       [this](httplib::Request const& request, httplib::Response& response) { return on_error(request, response); }));
   server_.set_exception_handler([](httplib::Request const&, httplib::Response& response, std::exception_ptr) {
