@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -33,6 +34,24 @@ void bind_dlpack(py::module_& m);
 void bind_tokenizer(py::module_& m);
 void bind_model(py::module_& m);
 void bind_pipeline(py::module_& m);
+
+// The time this thread spent inside the library with the GIL released (the C++ calls themselves), summed
+// since the last reset: bench/python_overhead.py subtracts it from a Python call's wall time to get what the
+// binding adds (argument checks, conversions, numpy arrays) in one process, where two processes' medians differ
+// by more than that. ScopedNativeTime adds the lifetime of its scope.
+double& native_seconds();
+class ScopedNativeTime {
+ public:
+  ScopedNativeTime() : start_(std::chrono::steady_clock::now()) {}
+  ~ScopedNativeTime() {
+    native_seconds() += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  ScopedNativeTime(ScopedNativeTime const&) = delete;
+  ScopedNativeTime& operator=(ScopedNativeTime const&) = delete;
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
 
 // A numpy array of `shape` that owns `values` (moved into a capsule, no copy).
 template <class T>

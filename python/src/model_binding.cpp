@@ -43,6 +43,7 @@ class Model {
     if (!kind) throw runtime::UsageError("head '" + head + "' is not one of base, mlm, seqcls, tokcls, qa, mc");
     head_ = *kind;
     py::gil_scoped_release const unlocked;
+    ScopedNativeTime const timed;
     config_ = runtime::read_model_config(options.model);
     config_source_ = (options.model / "config.json").string();
     require_head_supported(config_, head_, config_source_);
@@ -74,6 +75,7 @@ class Model {
     std::optional<std::vector<runtime::DeviceTensor>> device_tensors;
     {
       py::gil_scoped_release const unlocked;
+      ScopedNativeTime const timed;
       runtime::check_token_values(input, max_tokens_);
       runtime::check_against_head(input, head_);
       runtime::check_against_config(input, config_, config_source_);

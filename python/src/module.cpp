@@ -42,6 +42,11 @@ runtime::RuntimeOptions runtime_options(std::filesystem::path const& model, std:
   return options;
 }
 
+double& native_seconds() {
+  thread_local double seconds = 0.0;
+  return seconds;
+}
+
 void translate_errors() {
   py::register_exception_translator([](std::exception_ptr error) {
     try {
@@ -63,6 +68,14 @@ PYBIND11_MODULE(_native, m) {
   m.doc() = "flashdeberta's C++ library: tokenizers, models and pipelines (use the flashdeberta package)";
   m.attr("__version__") = FLASHDEBERTA_VERSION_STRING;
   fp::translate_errors();
+  m.def(
+      "native_seconds",
+      [](bool reset) {
+        double const seconds = fp::native_seconds();
+        if (reset) fp::native_seconds() = 0.0;
+        return seconds;
+      },
+      pybind11::arg("reset") = false, "This thread's time inside the library's calls (GIL released) since the last reset.");
   fp::bind_dlpack(m);
   fp::bind_tokenizer(m);
   fp::bind_model(m);

@@ -42,6 +42,7 @@ class Pipeline {
     std::optional<std::filesystem::path> const tokenizer_dir =
         tokenizer ? std::optional<std::filesystem::path>(*tokenizer) : std::nullopt;
     py::gil_scoped_release const unlocked;
+    ScopedNativeTime const timed;
     pipeline_ = std::make_unique<runtime::Pipeline>(options, tokenizer_dir, head, task);
   }
 
@@ -49,6 +50,7 @@ class Pipeline {
     std::vector<std::vector<std::vector<pipelines::MaskPrediction>>> results;
     {
       py::gil_scoped_release const unlocked;
+      ScopedNativeTime const timed;
       results = pipeline_->fill_mask(texts, top_k);
     }
     py::list out;
@@ -72,6 +74,7 @@ class Pipeline {
     std::vector<std::vector<pipelines::LabelScore>> results;
     {
       py::gil_scoped_release const unlocked;
+      ScopedNativeTime const timed;
       results = pairs ? pipeline_->classify(texts, *pairs, top_k) : pipeline_->classify(texts, {}, top_k);
     }
     py::list out;
@@ -87,6 +90,7 @@ class Pipeline {
     std::vector<std::vector<pipelines::Entity>> results;
     {
       py::gil_scoped_release const unlocked;
+      ScopedNativeTime const timed;
       results = pipeline_->ner(texts);
     }
     py::list out;
@@ -105,6 +109,7 @@ class Pipeline {
     runtime::Answer a;
     {
       py::gil_scoped_release const unlocked;
+      ScopedNativeTime const timed;
       a = pipeline_->answer(question, context);
     }
     return py::dict(py::arg("score") = a.score, py::arg("start") = a.start, py::arg("end") = a.end,
@@ -117,6 +122,7 @@ class Pipeline {
     std::vector<runtime::ZeroShotResult> results;
     {
       py::gil_scoped_release const unlocked;
+      ScopedNativeTime const timed;
       results = pipeline_->zero_shot(sequences, candidate_labels, hypothesis_template, multi_label);
     }
     py::list out;
@@ -147,6 +153,7 @@ class Pipeline {
     std::vector<runtime::RerankScore> scores;
     {
       py::gil_scoped_release const unlocked;
+      ScopedNativeTime const timed;
       scores = pipeline_->rerank(query, passages, std::nullopt, /*raw_scores=*/true, truncate);
     }
     std::vector<float> logits(passages.size());

@@ -73,6 +73,7 @@ void bind_tokenizer(py::module_& m) {
           "load",
           [](std::string const& directory) {
             py::gil_scoped_release const unlocked;
+            ScopedNativeTime const timed;
             return tokenizer::load_tokenizer(directory);
           },
           py::arg("directory"))
@@ -93,6 +94,7 @@ void bind_tokenizer(py::module_& m) {
             std::vector<tokenizer::Encoding> rows;
             {
               py::gil_scoped_release const unlocked;
+              ScopedNativeTime const timed;
               rows = pairs ? tok.encode_batch(texts, *pairs, options) : tok.encode_batch(texts, options);
             }
             return to_arrays(std::move(rows), return_offsets);
@@ -106,6 +108,7 @@ void bind_tokenizer(py::module_& m) {
             tokenizer::EncodeOptions options;
             options.add_special_tokens = add_special_tokens;
             py::gil_scoped_release const unlocked;
+            ScopedNativeTime const timed;
             tokenizer::Encoding const e =
                 pair && !pair->empty() ? tok.encode(text, *pair, options) : tok.encode(text, options);
             return std::make_pair(e.input_ids, e.tokens);
@@ -115,6 +118,7 @@ void bind_tokenizer(py::module_& m) {
           "decode",
           [](Tokenizer const& tok, std::vector<std::int64_t> const& ids, bool skip_special_tokens) {
             py::gil_scoped_release const unlocked;
+            ScopedNativeTime const timed;
             return tok.decode(ids, skip_special_tokens);
           },
           py::arg("ids"), py::arg("skip_special_tokens") = false)

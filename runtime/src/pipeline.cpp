@@ -23,8 +23,12 @@ std::string read_problem_type(std::filesystem::path const& config_path) {
   return it != root.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-std::string head_description(HeadKind kind) {
-  switch (kind) {
+}  // namespace
+
+std::string_view head_description(HeadKind head) {
+  switch (head) {
+    case HeadKind::kBase:
+      return "backbone";
     case HeadKind::kMaskedLM:
       return "masked-LM";
     case HeadKind::kSequenceClassification:
@@ -33,12 +37,11 @@ std::string head_description(HeadKind kind) {
       return "token-classification";
     case HeadKind::kQuestionAnswering:
       return "question-answering";
-    default:
-      return std::string(head_kind_name(kind));
+    case HeadKind::kMultipleChoice:
+      return "multiple-choice";
   }
+  return "?";
 }
-
-}  // namespace
 
 Pipeline::Pipeline(RuntimeOptions const& options, std::optional<std::filesystem::path> const& tokenizer_dir,
                    HeadKind head, std::string_view task) {
@@ -48,8 +51,9 @@ Pipeline::Pipeline(RuntimeOptions const& options, std::optional<std::filesystem:
   if (found != head) {
     std::string names;
     for (std::string const& a : config_.architectures) names += (names.empty() ? "" : ", ") + a;
-    throw UsageError(std::string(task) + " needs a " + head_description(head) + " checkpoint (architectures " +
-                     "Deberta*" + std::string(head_kind_class_suffix(head)) + "), but " + config_path_.string() +
+    throw UsageError(std::string(task) + " needs a " + std::string(head_description(head)) +
+                     " checkpoint (architectures " + "Deberta*" + std::string(head_kind_class_suffix(head)) +
+                     "), but " + config_path_.string() +
                      (names.empty() ? std::string(" names no architectures (the backbone alone)") : " names " + names));
   }
   max_tokens_ = options.max_tokens;

@@ -9,25 +9,9 @@
 
 namespace flashdeberta::cli::server {
 
-namespace {
+using runtime::head_description;
 
-std::string head_description(HeadKind head) {
-  switch (head) {
-    case HeadKind::kBase:
-      return "backbone";
-    case HeadKind::kMaskedLM:
-      return "masked-LM";
-    case HeadKind::kSequenceClassification:
-      return "sequence-classification";
-    case HeadKind::kTokenClassification:
-      return "token-classification";
-    case HeadKind::kQuestionAnswering:
-      return "question-answering";
-    case HeadKind::kMultipleChoice:
-      return "multiple-choice";
-  }
-  return "?";
-}
+namespace {
 
 std::string joined(std::vector<std::string> const& items) {
   std::string out;
@@ -143,8 +127,8 @@ std::vector<std::string> ModelService::routes() const {
 
 std::string ModelService::describe() const {
   ModelConfig const& config = pipeline_->config();
-  std::string out = std::string(runtime::variant_name(config)) + " " + head_description(head_) + " checkpoint " +
-                    options_.runtime.model.string() + " (architectures " +
+  std::string out = std::string(runtime::variant_name(config)) + " " + std::string(head_description(head_)) +
+                    " checkpoint " + options_.runtime.model.string() + " (architectures " +
                     (config.architectures.empty() ? std::string("none") : joined(config.architectures));
   if (!labels_.empty()) out += "; labels " + joined(labels_);
   return out + ")";
@@ -209,7 +193,7 @@ JsonOut ModelService::info() const {
   } else if (head_ == HeadKind::kBase) {
     type["embedding"] = {{"pooling", options_.pooling == pipelines::Pooling::kCls ? "cls" : "mean"}};
   } else {
-    type[head_description(head_)] = JsonOut::object();
+    type[std::string(head_description(head_))] = JsonOut::object();
   }
   info["model_type"] = type;
   info["max_concurrent_requests"] = options_.max_concurrent_requests;
@@ -227,7 +211,7 @@ JsonOut ModelService::info() const {
   info["model_dir"] = options_.runtime.model.string();
   info["variant"] = runtime::variant_name(config);
   info["architectures"] = config.architectures;
-  info["head"] = head_description(head_);
+  info["head"] = std::string(head_description(head_));
   info["labels"] = labels_;
   info["routes"] = routes();
   info["backend"] = runtime::backend_name(options_.runtime.backend);

@@ -141,6 +141,9 @@ class Pipeline {
   std::unique_ptr<LoadedModel> model_;  // destroyed before backend_ (declared after it)
 };
 
+// What a checkpoint with this head is, in messages: "backbone", "masked-LM", "sequence-classification", ...
+std::string_view head_description(HeadKind head);
+
 // The longest text the pipelines tokenize for max_tokens N: kMaxTextBytesPerToken x N bytes. No tokenizer
 // of these checkpoints makes tokens that long on average (English averages about 4 bytes per token), so a
 // longer text cannot fit and is refused before any of it is tokenized or even read.
