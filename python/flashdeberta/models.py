@@ -7,6 +7,7 @@ import os
 import numpy as np
 
 from . import _native
+from ._arguments import checkpoint_path
 
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
            "float16": "float16", "fp16": "float16", "half": "float16"}
@@ -110,12 +111,7 @@ class PreTrainedModel:
 def _auto(name, head, doc):
     def from_pretrained(cls, path, *, device="cpu", dtype="float32", attention="flash", threads=0,
                         max_tokens=65536, backend=None):
-        if not isinstance(path, (str, os.PathLike)):
-            raise ValueError(f"path must be a checkpoint directory (str or os.PathLike), not {type(path).__name__}")
-        directory = os.fspath(path)
-        if not os.path.isdir(directory):
-            raise OSError(f"{directory}: no such directory (a Hugging Face checkpoint directory with config.json "
-                          "and model.safetensors is expected)")
+        directory = checkpoint_path(path, "path", must_exist=True)
         return PreTrainedModel(directory, head, device=device, dtype=dtype, attention=attention, threads=threads,
                                max_tokens=max_tokens, backend=backend)
 

@@ -2,9 +2,9 @@
 question-answering and zero-shot-classification pipelines over the C++ tasks the CLI runs, returning HF's
 structures; and "rerank" (text-embeddings-inference's /rerank) with a cross-encoder."""
 
-import os
 
 from . import _native
+from ._arguments import checkpoint_path, text_list
 from .models import backend_for, dtype_name
 
 _TASKS = {"fill-mask": "fill-mask", "text-classification": "text-classification",
@@ -42,18 +42,10 @@ class Pipeline:
         return f"flashdeberta.{type(self).__name__}(task={self.task!r})"
 
 
-def _texts(inputs):
-    if isinstance(inputs, str):
-        return [inputs], True
-    if isinstance(inputs, (list, tuple)) and all(isinstance(t, str) for t in inputs):
-        return list(inputs), False
-    raise ValueError(f"inputs must be a str or a list of str, not {type(inputs).__name__}")
-
-
 class FillMaskPipeline(Pipeline):
     def __call__(self, inputs, top_k=5, batch_size=None):
         """Per text, the top_k tokens at its mask (a list of dicts), or at each of its masks (a list of lists)."""
-        texts, single = _texts(inputs)
+        texts, single = text_list(inputs, "inputs")
         if not texts:
             return []
         if int(top_k) < 1:
@@ -106,7 +98,7 @@ class TextClassificationPipeline(Pipeline):
 class TokenClassificationPipeline(Pipeline):
     def __call__(self, inputs, batch_size=None):
         """Entities of each text ("simple" aggregation): entity_group, score, word, start, end."""
-        texts, single = _texts(inputs)
+        texts, single = text_list(inputs, "inputs")
         per_text = self._run(texts, self._native.ner, batch_size)
         return per_text[0] if single else per_text
 
@@ -138,7 +130,7 @@ class ZeroShotClassificationPipeline(Pipeline):
         """HF's zero-shot-classification: {"sequence", "labels", "scores"} (labels best first) for a str, a
         list of them for a list. candidate_labels: a list, or a str of comma-separated labels. Each batch of
         sequences runs with every label's (sequence, hypothesis) pair in one forward pass."""
-        texts, single = _texts(sequences)
+        texts, single = text_list(sequences, "sequences")
         if isinstance(candidate_labels, str):  # HF's _parse_labels
             candidate_labels = [label.strip() for label in candidate_labels.split(",") if label.strip()]
         if not isinstance(candidate_labels, (list, tuple)) or not all(isinstance(c, str) for c in candidate_labels):
@@ -162,7 +154,7 @@ class RerankPipeline(Pipeline):
         longest_first (as the CLI's --max-length). batch_size counts passages per forward pass."""
         if not isinstance(query, str):
             raise ValueError(f"query must be a str, not {type(query).__name__}")
-        texts, _ = _texts(passages)
+        texts, _ = text_list(passages, "passages")
         if top_n is not None and int(top_n) < 1:
             raise ValueError(f"top_n must be at least 1 or None, not {top_n}")
         if truncation is True:
@@ -192,16 +184,13 @@ def pipeline(task, model=None, tokenizer=None, *, device="cpu", dtype="float32",
     task's head; tokenizer a directory with the tokenizer files when they are not in model."""
     if task not in _TASKS:
         raise ValueError(f"task {task!r} is not one of {', '.join(sorted(_TASKS))}")
-    for name, value in (("model", model), ("tokenizer", tokenizer)):
-        if value is not None and not isinstance(value, (str, os.PathLike)):
-            raise ValueError(f"{name} must be a checkpoint directory (str or os.PathLike), not {type(value).__name__}")
     if model is None:
         raise ValueError("pipeline() needs model=, a checkpoint directory (flashdeberta downloads nothing)")
-    if not os.path.isdir(model):
-        raise OSError(f"{os.fspath(model)}: no such directory (a Hugging Face checkpoint directory is expected)")
+    model = checkpoint_path(model, "model", must_exist=True)
+    tokenizer = None if tokenizer is None else checkpoint_path(tokenizer, "tokenizer")
     if int(batch_size) < 1:
         raise ValueError(f"batch_size must be at least 1, not {batch_size}")
-    native = _native.Pipeline(_TASKS[task], os.fspath(model), None if tokenizer is None else os.fspath(tokenizer),
+    native = _native.Pipeline(_TASKS[task], model, tokenizer,
                               backend_for(device, backend), dtype_name(dtype), attention, int(threads),
                               int(max_tokens))
     return _CLASSES[_TASKS[task]](native, _TASKS[task], int(batch_size))

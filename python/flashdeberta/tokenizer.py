@@ -1,29 +1,14 @@
 """AutoTokenizer: the checkpoint's tokenizer (SentencePiece for v2/v3, byte-level BPE for v1), called as
 transformers' tokenizers are, giving numpy arrays (HF's return_tensors="np") by default."""
 
-import os
 
 from . import _native
+from ._arguments import checkpoint_path, text_list
 
 _PADDING = {False: "do_not_pad", None: "do_not_pad", "do_not_pad": "do_not_pad", True: "longest",
             "longest": "longest", "max_length": "max_length"}
 _TRUNCATION = {False: "do_not_truncate", "do_not_truncate": "do_not_truncate", True: "longest_first",
                "longest_first": "longest_first", "only_first": "only_first", "only_second": "only_second"}
-
-
-def _path(path, what):
-    if not isinstance(path, (str, os.PathLike)):
-        raise ValueError(f"{what} must be a checkpoint directory (str or os.PathLike), not {type(path).__name__}")
-    return os.fspath(path)
-
-
-def _texts(value, name):
-    """A str or a list/tuple of str as (list, whether it was a single text)."""
-    if isinstance(value, str):
-        return [value], True
-    if isinstance(value, (list, tuple)) and all(isinstance(t, str) for t in value):
-        return list(value), False
-    raise ValueError(f"{name} must be a str or a list of str, not {type(value).__name__}")
 
 
 class Tokenizer:
@@ -35,10 +20,10 @@ class Tokenizer:
 
     def __call__(self, text, text_pair=None, *, add_special_tokens=True, padding=False, truncation=None,
                  max_length=None, return_offsets_mapping=False, return_tensors="np"):
-        texts, single = _texts(text, "text")
+        texts, single = text_list(text, "text")
         pairs = None
         if text_pair is not None:
-            pairs, pair_single = _texts(text_pair, "text_pair")
+            pairs, pair_single = text_list(text_pair, "text_pair")
             if pair_single != single or len(pairs) != len(texts):
                 raise ValueError(f"text_pair must match text: {len(texts)} texts but {len(pairs)} text pairs")
             if single and pairs == [""]:
@@ -135,5 +120,5 @@ class AutoTokenizer:
     def from_pretrained(path):
         """The tokenizer of a checkpoint directory (spm.model, or vocab.json + merges.txt, with
         tokenizer_config.json and the other files HF writes)."""
-        directory = _path(path, "path")
+        directory = checkpoint_path(path, "path")
         return Tokenizer(_native.Tokenizer.load(directory), directory)
