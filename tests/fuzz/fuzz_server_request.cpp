@@ -1,0 +1,59 @@
+// libFuzzer target: the HTTP server's request bodies (examples/cli/server/requests.cpp), the bytes a client
+// sends to /predict, /rerank, /embed, /tokenize, /zero-shot, /fill-mask and /ner. Each body goes through every
+// route's parser. A body is either taken, within the limits (no more inputs, texts or labels than
+// max_client_batch_size), or refused with an ApiError of a 4xx status; anything else (another exception, a
+// crash, a hang) is a bug.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "fuzz_support.hpp"
+#include "server/api_error.hpp"
+#include "server/requests.hpp"
+
+namespace fz = flashdeberta::fuzz;
+namespace server = flashdeberta::cli::server;
+
+namespace {
+
+constexpr server::RequestLimits kLimits{4};
+
+template <class Parse, class Check>
+void try_route(std::string_view body, Parse const& parse, Check const& check) {
+  try {
+    check(parse(body, kLimits));
+  } catch (server::ApiError const& e) {
+    fz::fuzz_check(e.status() >= 400 && e.status() < 500, "a request refused with a status outside 4xx");
+  }
+}
+
+bool within(std::size_t count) { return count <= kLimits.max_client_batch_size; }
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+  std::string_view const body = fz::as_text(data, size);
+  try_route(body, server::parse_predict_request, [](auto const& r) {
+    fz::fuzz_check(!r.inputs.empty() && within(r.inputs.size()), "/predict: inputs outside the limits taken");
+  });
+  try_route(body, server::parse_rerank_request, [](auto const& r) {
+    fz::fuzz_check(!r.texts.empty() && within(r.texts.size()), "/rerank: texts outside the limits taken");
+  });
+  try_route(body, server::parse_embed_request, [](auto const& r) {
+    fz::fuzz_check(!r.inputs.empty() && within(r.inputs.size()), "/embed: inputs outside the limits taken");
+  });
+  try_route(body, server::parse_tokenize_request, [](auto const& r) {
+    fz::fuzz_check(!r.inputs.empty() && within(r.inputs.size()), "/tokenize: inputs outside the limits taken");
+  });
+  try_route(body, server::parse_zero_shot_request, [](auto const& r) {
+    fz::fuzz_check(!r.inputs.empty() && within(r.inputs.size()) && !r.candidate_labels.empty(),
+                   "/zero-shot: inputs or labels outside the limits taken");
+  });
+  try_route(body, server::parse_fill_mask_request, [](auto const& r) {
+    fz::fuzz_check(!r.inputs.empty() && within(r.inputs.size()), "/fill-mask: inputs outside the limits taken");
+  });
+  try_route(body, server::parse_ner_request, [](auto const& r) {
+    fz::fuzz_check(!r.inputs.empty() && within(r.inputs.size()), "/ner: inputs outside the limits taken");
+  });
+  return 0;
+}
