@@ -14,15 +14,12 @@
 
 #include "flashdeberta/core/batch.hpp"
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/cuda/cuda_check.hpp"
 #include "flashdeberta/cuda/cuda_policy.hpp"
 #include "flashdeberta/heads/head_support.hpp"
 #include "flashdeberta/runtime/loaded_model.hpp"
 
 namespace flashdeberta::runtime::detail {
-
-inline void check_cuda(cudaError_t status, char const* what) {
-  FLASHDEBERTA_REQUIRE(status == cudaSuccess, what << ": " << cudaGetErrorString(status));
-}
 
 // Owns a device buffer for DLPack consumers; releasing it waits for the device first (see DeviceTensor).
 inline std::shared_ptr<void> device_owner(CudaBuffer&& buffer) {
@@ -35,7 +32,7 @@ inline std::shared_ptr<void> device_owner(CudaBuffer&& buffer) {
 
 inline int current_device() {
   int device = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  FLASHDEBERTA_CUDA_CHECK(cudaGetDevice(&device));
   return device;
 }
 
@@ -52,7 +49,7 @@ inline DeviceTensor padded_on_device(CudaPolicy const& policy, DeviceHeadTensor<
   if (t.rows == HeadRows::kSequences) {
     out.shape.assign(input_shape.begin(), input_shape.end() - 1);
     if (keep_width) out.shape.push_back(t.width);
-    check_cuda(cudaStreamSynchronize(policy.stream()), "head output");
+    FLASHDEBERTA_CUDA_CHECK(cudaStreamSynchronize(policy.stream()));
     out.data = t.values.data();
     out.owner = device_owner(std::move(t.values));
     return out;
@@ -61,7 +58,7 @@ inline DeviceTensor padded_on_device(CudaPolicy const& policy, DeviceHeadTensor<
   if (keep_width) out.shape.push_back(t.width);
   std::size_t const row_bytes = static_cast<std::size_t>(t.width) * dtype_size(t.values.dtype());
   CudaBuffer padded = policy.allocate(sequences * length * t.width, t.values.dtype());
-  check_cuda(cudaMemsetAsync(padded.data(), 0, padded.size_bytes(), policy.stream()), "zeroing the padded output");
+  FLASHDEBERTA_CUDA_CHECK(cudaMemsetAsync(padded.data(), 0, padded.size_bytes(), policy.stream()));
   // Destination row of each packed row: sequence * L + position.
   std::vector<std::int64_t> destination(static_cast<std::size_t>(t.row_count));
   for (std::int64_t r = 0; r < t.row_count; ++r) {
@@ -77,13 +74,12 @@ inline DeviceTensor padded_on_device(CudaPolicy const& policy, DeviceHeadTensor<
   for (std::int64_t first = 0; first < t.row_count;) {
     std::int64_t last = first + 1;
     while (last < t.row_count && destination[last] == destination[last - 1] + 1) ++last;
-    check_cuda(
-        cudaMemcpyAsync(to + destination[first] * row_bytes, from + first * row_bytes,
-                        static_cast<std::size_t>(last - first) * row_bytes, cudaMemcpyDeviceToDevice, policy.stream()),
-        "scattering head rows into the padded output");
+    FLASHDEBERTA_CUDA_CHECK(cudaMemcpyAsync(to + destination[first] * row_bytes, from + first * row_bytes,
+                                            static_cast<std::size_t>(last - first) * row_bytes,
+                                            cudaMemcpyDeviceToDevice, policy.stream()));
     first = last;
   }
-  check_cuda(cudaStreamSynchronize(policy.stream()), "head output");
+  FLASHDEBERTA_CUDA_CHECK(cudaStreamSynchronize(policy.stream()));
   out.data = padded.data();
   out.owner = device_owner(std::move(padded));
   return out;
