@@ -85,7 +85,8 @@ TEST_CASE("zero_shot and rerank over several texts in one call agree with HF") {
   }
   SUBCASE("rerank: raw scores are HF's logits") {
     auto const pipeline = make_pipeline("rerank");
-    for (json const& c : expected("rerank")["inputs"]) {
+    json const doc = expected("rerank");  // held: a range-for over a temporary's member would dangle
+    for (json const& c : doc["inputs"]) {
       rt::Truncate truncate;
       if (!c["input"]["max_length"].is_null()) {
         truncate.max_length = c["input"]["max_length"].get<std::size_t>();
