@@ -10,6 +10,9 @@
 // a word the normalizer rewrote keeps libsentencepiece's pieces), is segmented again exactly as
 // tokenizers' Unigram::encode_optimized does: f64 path scores `score + best_till_here`, pieces found
 // shortest first from each start, a strictly better score replacing a node's best.
+//
+// The same Viterbi is the whole Unigram model of a tokenizer.json (tokenizer_json_unigram.hpp): from_vocab
+// and encode, with unknown characters and their fusion as tokenizers has them.
 #pragma once
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "flashdeberta/tokenizer/sentencepiece_chunks.hpp"
@@ -73,9 +77,38 @@ class UnigramViterbi {
     return id >= 0 && static_cast<std::size_t>(id) < normal_.size() && normal_[static_cast<std::size_t>(id)];
   }
 
+  // From a tokenizer.json Unigram vocabulary (piece, score) in id order. Every piece takes part, as in
+  // tokenizers' trie (control pieces such as "[CLS]" too); a piece listed twice keeps its last id and score.
+  static UnigramViterbi from_vocab(std::vector<std::pair<std::string, double>> const& vocab) {
+    UnigramViterbi v;
+    v.texts_.reserve(vocab.size());
+    v.normal_.assign(vocab.size(), true);
+    v.min_score_ = std::numeric_limits<double>::infinity();
+    for (auto const& [text, score] : vocab) v.texts_.push_back(text);
+    for (std::size_t id = 0; id < vocab.size(); ++id) {
+      v.min_score_ = std::min(v.min_score_, vocab[id].second);
+      std::string_view const text = v.texts_[id];
+      v.pieces_.insert_or_assign(text, Entry{static_cast<int>(id), vocab[id].second});
+      v.longest_ = std::max(v.longest_, text.size());
+    }
+    return v;
+  }
+
   // One word's normalized bytes as tokenizers' Unigram segments them, each piece as (id, length in
   // bytes); empty if its best path needs an unknown character.
   std::vector<std::pair<int, std::size_t>> segment(std::string_view word) const {
+    std::vector<std::pair<int, std::size_t>> out = encode(word, -1);
+    for (auto const& piece : out) {
+      if (piece.first < 0) return {};
+    }
+    return out;
+  }
+
+  // tokenizers' Unigram::encode_optimized and tokenize: the best path of `word` (f64 path scores
+  // `score + best_till_here`, pieces found shortest first from each start, a strictly better score replacing
+  // a node's best), each piece as (id, length in bytes); a character no piece starts with is an unknown
+  // node scored min_score - 10, and a run of unknown nodes is one piece of id `unk_id`.
+  std::vector<std::pair<int, std::size_t>> encode(std::string_view word, int unk_id) const {
     struct Node {
       double score = 0.0;
       std::ptrdiff_t start = -1;
@@ -98,15 +131,21 @@ class UnigramViterbi {
       if (!single_char_piece) {
         Node& target = best[start + char_bytes];
         double const candidate = unknown_score + till_here;
-        if (target.start < 0 || candidate > target.score) target = {candidate, std::ptrdiff_t(start), -1};
+        if (target.start < 0 || candidate > target.score) target = {candidate, std::ptrdiff_t(start), unk_id};
       }
       start += char_bytes;
     }
     std::vector<std::pair<int, std::size_t>> out;
     for (std::size_t at = word.size(); at > 0;) {
       Node const& node = best[at];
-      if (node.id < 0 || node.start < 0) return {};
-      out.emplace_back(node.id, at - static_cast<std::size_t>(node.start));
+      auto const length = at - static_cast<std::size_t>(node.start);
+      // tokenizers fuses by id: a run of nodes of the unknown id (unknown characters, or the unknown piece's
+      // own text) is one piece.
+      if (node.id == unk_id && !out.empty() && out.back().first == unk_id) {
+        out.back().second += length;
+      } else {
+        out.emplace_back(node.id, length);
+      }
       at = static_cast<std::size_t>(node.start);
     }
     return {out.rbegin(), out.rend()};
