@@ -38,7 +38,9 @@ TEST_CASE("load_tokenizer: missing and unrecognized directories") {
   CHECK(contains(error_message([] { flashdeberta::load_tokenizer("/nonexistent/tokenizer"); }), "no such directory"));
   TempDir const empty;
   std::string const m = error_message([&] { flashdeberta::load_tokenizer(empty.path()); });
-  CHECK(contains(m, "no tokenizer files: expected spm.model (DeBERTa v2/v3) or vocab.json + merges.txt"));
+  CHECK(contains(m,
+                 "no tokenizer files: expected spm.model (DeBERTa v2/v3), vocab.json + merges.txt (DeBERTa v1) or "
+                 "tokenizer.json"));
   CHECK(contains(m, "holds nothing"));
   empty.write("vocab.json", "{}");
   CHECK(contains(error_message([&] { flashdeberta::load_tokenizer(empty.path()); }),

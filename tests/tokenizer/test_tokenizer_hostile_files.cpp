@@ -1,18 +1,23 @@
 // Tokenizer files written to break the loader: ids outside [0, 2^31) (which overflowed where the next
 // free id is computed), ids shared by two tokens, merges of unknown symbols, model_max_length past int64
 // or negative, the id space running out, and files of many added tokens (which took quadratic time).
-// Each is refused with an error naming the file, the token and the id, or loads in linear time.
+// Each is refused with an error naming the file, the token and the id, or loads in linear time. tokenizer.json
+// files that are malformed or hold values of the wrong type are refused naming the file and the field.
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "fixture_cases.hpp"
 #include "flashdeberta/tokenizer/tokenizer.hpp"
+#include "tokenizer_json_copy.hpp"
 #include "tokenizer_test_util.hpp"
 
 using flashdeberta::test::error_message;
@@ -227,4 +232,81 @@ TEST_CASE("many added tokens load and match in linear time") {
   CHECK(e.input_ids[2] == 2000);
   CHECK(e.input_ids[4] == 2000 + 7);
   CHECK(e.input_ids[e.size() - 2] == 2000 + 7 * 1999);
+}
+
+namespace {
+
+// The load error of `name`'s tokenizer.json after `edit` (or replaced by `bytes`); it must name the file.
+std::string json_error(std::string const& name, std::function<void(nlohmann::json&)> const& edit) {
+  flashdeberta::test::TokenizerJsonCopy const copy(name, edit);
+  std::string const message = copy.error();
+  CHECK_MESSAGE(contains(message, copy.file().string()), message);
+  return message;
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer.json: malformed JSON and a top-level value that is not an object are refused") {
+  std::string const text = [] {
+    std::ifstream in(flashdeberta::test::tokenizer_json_fixture("spm") / "tokenizer.json");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  flashdeberta::test::TokenizerJsonCopy const cut("spm", text.substr(0, text.size() / 2));
+  CHECK(contains(cut.error(), "is not valid JSON"));
+  flashdeberta::test::TokenizerJsonCopy const list("spm", "[1, 2]");
+  CHECK(contains(list.error(), "the top-level value must be an object"));
+  CHECK(contains(json_error("spm", [](nlohmann::json& d) { d.erase("model"); }), "the file has no 'model'"));
+}
+
+TEST_CASE("tokenizer.json: model fields of the wrong type or out of range are refused, naming the field") {
+  using nlohmann::json;
+  CHECK(contains(json_error("spm", [](json& d) { d["model"]["vocab"] = "pieces"; }), "model.vocab must be an array"));
+  CHECK(contains(json_error("spm", [](json& d) { d["model"]["vocab"][5] = json::array({"x"}); }),
+                 "model.vocab[5] must be [piece, score]"));
+  CHECK(contains(json_error("spm", [](json& d) { d["model"]["vocab"][5][1] = "high"; }),
+                 "model.vocab[5][1] must be a number"));
+  CHECK(contains(json_error("spm", [](json& d) { d["model"]["vocab"] = json::array(); }), "model.vocab is empty"));
+  CHECK(contains(json_error("spm", [](json& d) { d["model"]["unk_id"] = 5000; }),
+                 "model.unk_id 5000 is outside the vocabulary of 1074"));
+  CHECK(contains(json_error("bpe", [](json& d) { d["model"]["merges"][3] = "nospace"; }),
+                 "model.merges[3] is not 'LEFT RIGHT'"));
+  CHECK(contains(json_error("bpe",
+                            [](json& d) {
+                              d["model"]["merges"][3] = json::array({"q", "zz"});
+                            }),
+                 "model.merges[3] uses 'zz', which is not in model.vocab"));
+}
+
+TEST_CASE("tokenizer.json: added tokens and templates with bad ids or missing parts are refused") {
+  using nlohmann::json;
+  CHECK(contains(json_error("spm_gliner", [](json& d) { d["added_tokens"][5]["id"] = 2147483648LL; }),
+                 "has id 2147483648, outside [0, 2^31)"));
+  CHECK(contains(json_error("spm_gliner", [](json& d) { d["added_tokens"][5]["id"] = "1075"; }),
+                 "added_tokens[5].id must be an integer"));
+  CHECK(contains(json_error("spm_gliner", [](json& d) { d["added_tokens"][5]["normalized"] = "yes"; }),
+                 "added_tokens[5].normalized must be a boolean"));
+  CHECK(contains(json_error("spm", [](json& d) { d["post_processor"]["special_tokens"].erase("[SEP]"); }),
+                 "names the special token '[SEP]', which post_processor.special_tokens lacks"));
+  CHECK(contains(json_error("spm", [](json& d) { d["post_processor"]["pair"].erase(3); }),
+                 "post_processor.pair must use both sequences $A and $B"));
+  CHECK(contains(json_error("spm",
+                            [](json& d) {
+                              d["post_processor"]["special_tokens"]["[CLS]"]["ids"] = {1, 2};
+                            }),
+                 "has 2 ids but 1 tokens"));
+  CHECK(contains(json_error("spm", [](json& d) { d["pre_tokenizer"]["pretokenizers"][0]["replacement"] = "__"; }),
+                 "replacement must be one character"));
+}
+
+TEST_CASE("tokenizer.json: a Precompiled charsmap that is not base64 or does not hold its trie is refused") {
+  using nlohmann::json;
+  CHECK(contains(json_error("spm_precompiled",
+                            [](json& d) { d["normalizer"]["normalizers"][1]["precompiled_charsmap"] = "abc!"; }),
+                 "normalizer.normalizers[1].precompiled_charsmap is not valid base64"));
+  CHECK(contains(json_error("spm_precompiled",
+                            [](json& d) { d["normalizer"]["normalizers"][1]["precompiled_charsmap"] = "CAAAAAE="; }),
+                 "does not fit its 5 bytes"));
+  CHECK(contains(json_error("spm_precompiled",
+                            [](json& d) { d["normalizer"]["normalizers"][1]["precompiled_charsmap"] = "AQ=="; }),
+                 "is too short (1 bytes)"));
 }

@@ -136,6 +136,27 @@ inline Truncation parse_truncation(std::string const& name) {
                                                        "do_not_truncate)");
 }
 
+// One entry of a post-processing template (tokenizers' TemplateProcessing): a special token, which may
+// stand for several ids, or one of the two sequences; each with the token type its tokens get.
+struct TemplatePiece {
+  std::int32_t sequence = -1;  // 0: A, 1: B, -1: the special token below
+  std::vector<std::int64_t> ids;
+  std::vector<std::string> tokens;
+  std::int64_t type_id = 0;
+};
+
+// A tokenizer.json's templates for one text and for a pair.
+struct SequenceTemplate {
+  std::vector<TemplatePiece> single;
+  std::vector<TemplatePiece> pair;
+
+  std::size_t special_tokens(bool is_pair) const {
+    std::size_t n = 0;
+    for (TemplatePiece const& p : is_pair ? pair : single) n += p.ids.size();
+    return n;
+  }
+};
+
 // The special tokens of DeBERTa's template.
 struct SpecialIds {
   std::int64_t cls = 1;
@@ -150,11 +171,21 @@ struct SpecialIds {
   std::size_t hf_pair_special_tokens = 3;
   std::int64_t unk = -1;  // -1: the tokenizer has no unknown token
   std::string unk_token = "[UNK]";
+  // A tokenizer.json's own template, which replaces DeBERTa's above when set (hf_pair_special_tokens then
+  // equals its pair template's special tokens).
+  std::optional<SequenceTemplate> sequence_template = std::nullopt;
 };
 
 inline std::size_t special_token_count(bool pair, bool add_special_tokens) {
   if (!add_special_tokens) return 0;
   return pair ? 3 : 2;
+}
+
+// The special tokens `specials`' template adds to one text or a pair.
+inline std::size_t special_token_count(SpecialIds const& specials, bool pair, bool add_special_tokens) {
+  if (!add_special_tokens) return 0;
+  if (specials.sequence_template) return specials.sequence_template->special_tokens(pair);
+  return special_token_count(pair, true);
 }
 
 // How many of `list`'s tokens HF's tokenizers (0.23) hands to truncation when truncation is on with
@@ -180,10 +211,10 @@ inline std::size_t hf_tokenized_length(TokenList const& list, std::size_t max_le
 // number of special tokens is refused too; HF returns inconsistent results there (README, Tokenizers).
 // `hf_pair_special_tokens` is the number of special tokens in HF's own pair template (4 for v1, whose
 // 5.x template is [CLS] A [SEP] [SEP] B [SEP]), which sets HF's max_length for a pair.
-inline void truncate_tokens(TokenList& a, TokenList* b, EncodeOptions const& options,
-                            std::size_t hf_pair_special_tokens = 3) {
+// `added`: the special tokens the template adds to this text or pair (special_token_count).
+inline void truncate_tokens_with(TokenList& a, TokenList* b, EncodeOptions const& options, std::size_t added,
+                                 std::size_t hf_pair_special_tokens) {
   if (!options.max_length || options.truncation == Truncation::kNone) return;
-  std::size_t const added = special_token_count(b != nullptr, options.add_special_tokens);
   std::size_t const max_length = *options.max_length;
   FLASHDEBERTA_REQUIRE(max_length >= added, "truncation error: max_length " << max_length << " is below the " << added
                                                                             << " special tokens of the "
@@ -247,7 +278,20 @@ inline void truncate_tokens(TokenList& a, TokenList* b, EncodeOptions const& opt
   }
 }
 
-// Adds the special tokens of DeBERTa's template around `a` (and `b`); type ids 0 / 1, mask 1.
+inline void truncate_tokens(TokenList& a, TokenList* b, EncodeOptions const& options,
+                            std::size_t hf_pair_special_tokens = 3) {
+  truncate_tokens_with(a, b, options, special_token_count(b != nullptr, options.add_special_tokens),
+                       hf_pair_special_tokens);
+}
+
+// The same with the template of `specials`.
+inline void truncate_tokens(TokenList& a, TokenList* b, EncodeOptions const& options, SpecialIds const& specials) {
+  truncate_tokens_with(a, b, options, special_token_count(specials, b != nullptr, options.add_special_tokens),
+                       specials.hf_pair_special_tokens);
+}
+
+// Adds the special tokens of DeBERTa's template around `a` (and `b`); type ids 0 / 1, mask 1. A
+// tokenizer.json's template (specials.sequence_template) is followed instead where there is one.
 inline Encoding build_encoding(TokenList const& a, TokenList const* b, SpecialIds const& specials,
                                bool add_special_tokens) {
   Encoding e;
@@ -262,6 +306,16 @@ inline Encoding build_encoding(TokenList const& a, TokenList const* b, SpecialId
   auto add_list = [&](TokenList const& list, std::int64_t type, std::int32_t seq) {
     for (std::size_t i = 0; i < list.size(); ++i) add(list.ids[i], list.tokens[i], list.offsets[i], type, seq);
   };
+  if (specials.sequence_template) {
+    for (TemplatePiece const& p : b ? specials.sequence_template->pair : specials.sequence_template->single) {
+      if (p.sequence >= 0) {
+        add_list(p.sequence == 0 ? a : *b, p.type_id, p.sequence);
+      } else if (add_special_tokens) {
+        for (std::size_t k = 0; k < p.ids.size(); ++k) add(p.ids[k], p.tokens[k], {}, p.type_id, -1);
+      }
+    }
+    return e;
+  }
   if (add_special_tokens) add(specials.cls, specials.cls_token, {}, 0, -1);
   add_list(a, 0, 0);
   if (add_special_tokens) add(specials.sep, specials.sep_token, {}, 0, -1);

@@ -10,6 +10,8 @@
 // Offsets: a token covers the code points its bytes come from (a token holding part of a character's
 // bytes gets the whole character, as in HF). HF's DebertaTokenizer has no ByteLevel post-processor, so a
 // token's leading space is part of its span; trim_offsets=true leaves spaces at the ends out (RoBERTa's).
+// A tokenizer.json builds the same model from its own vocabulary and merges (build), with ByteLevel's
+// add_prefix_space when the file sets it.
 #pragma once
 
 #include <algorithm>
@@ -104,32 +106,28 @@ inline std::size_t gpt2_match(std::u32string_view chars, std::size_t i, std::siz
 
 class Gpt2BpeModel final : public TokenizerModel {
  public:
+  // One line of merges.txt, or one entry of a tokenizer.json's model.merges; `where` names it in errors.
+  struct MergeRule {
+    std::string left;
+    std::string right;
+    std::string where;
+  };
+
+  // Options a tokenizer.json can set (vocab.json + merges.txt directories use the defaults).
+  struct Options {
+    bool trim_offsets = false;
+    bool add_prefix_space = false;  // ByteLevel's: a space before each stretch that does not start with one
+  };
+
   // Reads `dir`/vocab.json and `dir`/merges.txt; every id must lie in [0, 2^31) and belong to one token,
   // and every merge must join two vocabulary tokens into one.
   static std::shared_ptr<Gpt2BpeModel> load(std::filesystem::path const& dir, bool trim_offsets = false) {
-    auto m = std::make_shared<Gpt2BpeModel>();
-    m->trim_offsets_ = trim_offsets;
     auto const vocab_file = dir / "vocab.json";
     io::Json const vocab = detail::read_json_file(vocab_file, "BPE vocabulary");
-    FLASHDEBERTA_REQUIRE(vocab.is_object() && !vocab.empty(),
-                         vocab_file.string() << ": the BPE vocabulary must be a non-empty object of token -> id");
-    for (auto const& item : vocab.items()) {  // no structured bindings: clang < 16 cannot capture them
-      std::string const& token = item.key();
-      std::int64_t const id = io::json_as_int64(item.value(), vocab_file.string(), io::JsonFields::describe_key(token));
-      detail::require_token_id(id, vocab_file.string(), token);
-      auto const placed = m->id_to_token_.emplace(id, token);  // (where, inserted)
-      FLASHDEBERTA_REQUIRE(placed.second, vocab_file.string() << ": id " << id << " is used by both '"
-                                                              << placed.first->second << "' and '" << token << "'");
-      m->token_to_id_[token] = id;
-    }
-    for (std::size_t b = 0; b < 256; ++b) {
-      auto it = m->token_to_id_.find(detail::byte_symbol(static_cast<unsigned char>(b)));
-      m->byte_ids_[b] = it == m->token_to_id_.end() ? -1 : static_cast<std::int32_t>(it->second);
-    }
     auto const merges_file = dir / "merges.txt";
     std::istringstream lines(detail::read_text_file(merges_file, "BPE merges"));
+    std::vector<MergeRule> merges;
     std::size_t line_no = 0;
-    std::int64_t rank = 0;
     for (std::string line; std::getline(lines, line);) {
       ++line_no;
       if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -138,15 +136,43 @@ class Gpt2BpeModel final : public TokenizerModel {
       FLASHDEBERTA_REQUIRE(space != std::string::npos && space > 0 && space + 1 < line.size() &&
                                line.find(' ', space + 1) == std::string::npos,
                            merges_file.string() << ": line " << line_no << " is not 'LEFT RIGHT': '" << line << "'");
-      std::string const left = line.substr(0, space);
-      std::string const right = line.substr(space + 1);
+      merges.push_back({line.substr(0, space), line.substr(space + 1), "line " + std::to_string(line_no)});
+    }
+    return build(vocab, vocab_file.string(), "vocab.json", merges, merges_file.string(),
+                 {.trim_offsets = trim_offsets});
+  }
+
+  // The model from a vocabulary (an object of token -> id) and merge rules in rank order; the sources name
+  // the vocabulary's file, the vocabulary itself and the merges' file in errors.
+  static std::shared_ptr<Gpt2BpeModel> build(io::Json const& vocab, std::string const& vocab_source,
+                                             std::string const& vocab_name, std::vector<MergeRule> const& merges,
+                                             std::string const& merges_source, Options options) {
+    auto m = std::make_shared<Gpt2BpeModel>();
+    m->trim_offsets_ = options.trim_offsets;
+    m->add_prefix_space_ = options.add_prefix_space;
+    FLASHDEBERTA_REQUIRE(vocab.is_object() && !vocab.empty(),
+                         vocab_source << ": the BPE vocabulary must be a non-empty object of token -> id");
+    for (auto const& item : vocab.items()) {  // no structured bindings: clang < 16 cannot capture them
+      std::string const& token = item.key();
+      std::int64_t const id = io::json_as_int64(item.value(), vocab_source, io::JsonFields::describe_key(token));
+      detail::require_token_id(id, vocab_source, token);
+      auto const placed = m->id_to_token_.emplace(id, token);  // (where, inserted)
+      FLASHDEBERTA_REQUIRE(placed.second, vocab_source << ": id " << id << " is used by both '" << placed.first->second
+                                                       << "' and '" << token << "'");
+      m->token_to_id_[token] = id;
+    }
+    for (std::size_t b = 0; b < 256; ++b) {
+      auto it = m->token_to_id_.find(detail::byte_symbol(static_cast<unsigned char>(b)));
+      m->byte_ids_[b] = it == m->token_to_id_.end() ? -1 : static_cast<std::int32_t>(it->second);
+    }
+    std::int64_t rank = 0;
+    for (MergeRule const& rule : merges) {
       std::int64_t ids[3] = {};
-      std::string const parts[3] = {left, right, left + right};
+      std::string const parts[3] = {rule.left, rule.right, rule.left + rule.right};
       for (int k = 0; k < 3; ++k) {
         auto it = m->token_to_id_.find(parts[k]);
-        FLASHDEBERTA_REQUIRE(it != m->token_to_id_.end(), merges_file.string()
-                                                              << ": line " << line_no << " uses '" << parts[k]
-                                                              << "', which is not in vocab.json");
+        FLASHDEBERTA_REQUIRE(it != m->token_to_id_.end(), merges_source << ": " << rule.where << " uses '" << parts[k]
+                                                                        << "', which is not in " << vocab_name);
         ids[k] = it->second;
       }
       // A pair listed twice takes its last rank, as in HF (the merges become a map, later lines winning).
@@ -156,14 +182,9 @@ class Gpt2BpeModel final : public TokenizerModel {
   }
 
   TokenList encode(DecodedText const& text, std::size_t begin, std::size_t end, std::size_t max_tokens) const override {
-    TokenList out;
-    std::u32string_view const chars(text.chars);
-    for (std::size_t i = begin; i < end && out.size() <= max_tokens;) {
-      std::size_t const len = detail::gpt2_match(chars, i, end);
-      encode_word(text, i, i + len, out);
-      i += len;
-    }
-    return out;
+    if (add_prefix_space_ && begin < end && text.chars[begin] != U' ')
+      return encode_with_prefix(text, begin, end, max_tokens);
+    return encode_plain(text, begin, end, max_tokens);
   }
 
   std::optional<std::int64_t> token_to_id(std::string_view token) const override {
@@ -201,6 +222,34 @@ class Gpt2BpeModel final : public TokenizerModel {
   }
 
  private:
+  TokenList encode_plain(DecodedText const& text, std::size_t begin, std::size_t end, std::size_t max_tokens) const {
+    TokenList out;
+    std::u32string_view const chars(text.chars);
+    for (std::size_t i = begin; i < end && out.size() <= max_tokens;) {
+      std::size_t const len = detail::gpt2_match(chars, i, end);
+      encode_word(text, i, i + len, out);
+      i += len;
+    }
+    return out;
+  }
+
+  // ByteLevel's add_prefix_space: the stretch is encoded with a space in front, and that space stands for
+  // the stretch's first character (tokenizers' NormalizedString::prepend gives it that character's span).
+  TokenList encode_with_prefix(DecodedText const& text, std::size_t begin, std::size_t end,
+                               std::size_t max_tokens) const {
+    DecodedText const prefixed =
+        decode_utf8(" " + encode_utf8(std::u32string_view(text.chars).substr(begin, end - begin)));
+    TokenList out = encode_plain(prefixed, 0, prefixed.size(), max_tokens);
+    auto const original = [&](std::int64_t i) {
+      return static_cast<std::int64_t>(begin) + std::max<std::int64_t>(i - 1, 0);
+    };
+    for (Span& span : out.offsets) {
+      if (span.end <= span.begin) continue;
+      span = {original(span.begin), original(span.end - 1) + 1};
+    }
+    return out;
+  }
+
   // What merging a pair of tokens gives: its rank (order in merges.txt, lower first) and the new token.
   struct Merge {
     std::int64_t rank;
@@ -322,6 +371,7 @@ class Gpt2BpeModel final : public TokenizerModel {
   std::unordered_map<std::uint64_t, Merge> merges_;  // pair_key(left id, right id) -> merge
   std::array<std::int32_t, 256> byte_ids_{};         // id of each byte's symbol, -1 where vocab.json lacks it
   bool trim_offsets_ = false;
+  bool add_prefix_space_ = false;
   WordCache<std::vector<Piece>> cache_;  // pre-token UTF-8 -> pieces; shared by threads, see word_cache.hpp
 };
 

@@ -3,7 +3,11 @@
 //   spm.model                 SentencePiece (v2, v3, mDeBERTa); needs flashdeberta::tokenizers, which
 //                             links libsentencepiece and defines FLASHDEBERTA_WITH_SENTENCEPIECE
 //   vocab.json + merges.txt   GPT-2 byte-level BPE (v1); core only
-// When both are present, tokenizer_config.json's vocab_type ("spm" / "gpt2") or tokenizer_class decides.
+//   tokenizer.json            HF's fast-tokenizer file, when neither of the above is there (GLiNER saved with
+//                             transformers 5.x): its own pipeline, as HF's tokenizers runs it (tokenizer_json.hpp);
+//                             core only
+// When both spm.model and vocab.json + merges.txt are present, tokenizer_config.json's vocab_type ("spm" /
+// "gpt2") or tokenizer_class decides.
 // tokenizer_config.json, special_tokens_map.json and added_tokens.json are read when present; a
 // directory holding only these files is enough (no config.json or weights needed).
 //
@@ -27,6 +31,7 @@
 #include "flashdeberta/tokenizer/gpt2_bpe.hpp"
 #include "flashdeberta/tokenizer/tokenizer_base.hpp"
 #include "flashdeberta/tokenizer/tokenizer_config.hpp"
+#include "flashdeberta/tokenizer/tokenizer_json.hpp"
 #if defined(FLASHDEBERTA_WITH_SENTENCEPIECE)
 #include "flashdeberta/tokenizer/sentencepiece_tokenizer.hpp"
 #endif
@@ -34,7 +39,7 @@
 namespace flashdeberta::tokenizer {
 
 // Which tokenizer load_tokenizer builds.
-enum class TokenizerKind { kSentencePiece, kGpt2Bpe };
+enum class TokenizerKind { kSentencePiece, kGpt2Bpe, kTokenizerJson };
 
 namespace detail {
 
@@ -91,7 +96,8 @@ inline std::vector<AddedToken> build_added_tokens(TokenizerModel const& model, T
 }
 
 inline Tokenizer assemble(std::shared_ptr<TokenizerModel const> model, TokenizerConfig const& config,
-                          std::filesystem::path const& dir, std::size_t hf_pair_special_tokens) {
+                          std::filesystem::path const& dir, std::size_t hf_pair_special_tokens,
+                          std::optional<SequenceTemplate> sequence_template = std::nullopt) {
   std::vector<AddedToken> added = build_added_tokens(*model, config, dir);
   auto const id_of = [&](AddedToken const& role) {
     for (auto const& t : added) {
@@ -104,6 +110,7 @@ inline Tokenizer assemble(std::shared_ptr<TokenizerModel const> model, Tokenizer
                  s.sep.content, s.pad.content, hf_pair_special_tokens};
   ids.unk = id_of(s.unk);
   ids.unk_token = s.unk.content;
+  ids.sequence_template = std::move(sequence_template);
   std::int64_t const mask = id_of(s.mask);
   return Tokenizer(std::move(model), std::move(added), std::move(ids), mask, config.model_max_length);
 }
@@ -141,17 +148,16 @@ inline TokenizerKind detect_tokenizer_kind(std::filesystem::path const& dir, Tok
   }
   if (spm) return TokenizerKind::kSentencePiece;
   if (bpe) return TokenizerKind::kGpt2Bpe;
+  if (detail::is_file(dir / "tokenizer.json")) return TokenizerKind::kTokenizerJson;
   std::error_code ec;
   FLASHDEBERTA_REQUIRE(std::filesystem::is_directory(dir, ec), dir.string() << ": not a directory");
   std::string hint;
   if (detail::is_file(dir / "vocab.json") || detail::is_file(dir / "merges.txt")) {
     hint = "; a BPE tokenizer needs both vocab.json and merges.txt";
-  } else if (detail::is_file(dir / "tokenizer.json")) {
-    hint = "; tokenizer.json alone is not supported";
   }
   ::flashdeberta::detail::throw_error<FileError>([&](std::ostringstream& os) {
-    os << dir.string() << ": no tokenizer files: expected spm.model (DeBERTa v2/v3) or vocab.json + merges.txt "
-       << "(DeBERTa v1); the directory holds " << detail::list_directory(dir) << hint;
+    os << dir.string() << ": no tokenizer files: expected spm.model (DeBERTa v2/v3), vocab.json + merges.txt "
+       << "(DeBERTa v1) or tokenizer.json; the directory holds " << detail::list_directory(dir) << hint;
   });
 }
 
@@ -169,8 +175,14 @@ inline namespace FLASHDEBERTA_TOKENIZER_FLAVOUR {
 inline Tokenizer load_tokenizer(std::filesystem::path const& dir) {
   std::error_code ec;
   FLASHDEBERTA_REQUIRE_FILE(std::filesystem::exists(dir, ec), dir.string() << ": no such directory");
-  TokenizerConfig const config = load_tokenizer_config(dir);
-  if (detect_tokenizer_kind(dir, config) == TokenizerKind::kGpt2Bpe) {
+  TokenizerConfig config = load_tokenizer_config(dir);
+  TokenizerKind const kind = detect_tokenizer_kind(dir, config);
+  if (kind == TokenizerKind::kTokenizerJson) {
+    TokenizerJson file = read_tokenizer_json(dir, config);
+    std::size_t const pair_specials = file.sequence_template.special_tokens(true);
+    return detail::assemble(std::move(file.model), config, dir, pair_specials, std::move(file.sequence_template));
+  }
+  if (kind == TokenizerKind::kGpt2Bpe) {
     FLASHDEBERTA_REQUIRE(!config.do_lower_case.value_or(false),
                          (dir / "tokenizer_config.json").string()
                              << ": do_lower_case is not supported for the BPE (v1) tokenizer");

@@ -97,7 +97,8 @@ class Tokenizer {
         model_max_length_(model_max_length) {
     std::vector<std::u32string> contents;
     for (std::size_t k = 0; k < added_.size(); ++k) {
-      contents.push_back(decode_utf8(added_[k].content, "added token").chars);
+      // A normalized added token is the model's to find (AddedToken::normalized); empty patterns never match.
+      contents.push_back(added_[k].normalized ? std::u32string{} : decode_utf8(added_[k].content, "added token").chars);
       by_id_[added_[k].id] = k;
       by_content_[added_[k].content] = k;
     }
@@ -106,7 +107,7 @@ class Tokenizer {
 
   // One text: [CLS] tokens [SEP] (with add_special_tokens), truncated and padded as `options` say.
   Encoding encode(std::string_view text, EncodeOptions const& options = {}) const {
-    std::size_t const room = room_for_text(options, 2);
+    std::size_t const room = room_for_text(options, special_token_count(specials_, false, true));
     TokenList a = tokenize(text, "text", room);
     if (a.size() > room) throw TokenLimitError(*options.token_limit);
     return finish(a, nullptr, options);
@@ -114,12 +115,25 @@ class Tokenizer {
 
   // A pair: [CLS] text [SEP] pair [SEP], token types 0 then 1.
   Encoding encode(std::string_view text, std::string_view pair, EncodeOptions const& options = {}) const {
-    std::size_t const room = room_for_text(options, 3);
+    std::size_t const room = room_for_text(options, special_token_count(specials_, true, true));
     TokenList a = tokenize(text, "text", room);
     if (a.size() > room) throw TokenLimitError(*options.token_limit);
     TokenList b = tokenize(pair, "pair text", room - a.size());
     if (b.size() > room - a.size()) throw TokenLimitError(*options.token_limit);
     return finish(a, &b, options);
+  }
+
+  // Words given one by one as one text (HF's is_split_into_words, as GLiNER calls it): each word is
+  // tokenized on its own, with its own offsets (code points within the word).
+  Encoding encode_words(std::span<std::string const> words, EncodeOptions const& options = {}) const {
+    std::size_t const room = room_for_text(options, special_token_count(specials_, false, true));
+    TokenList a;
+    for (std::string const& word : words) {
+      if (a.size() > room) break;
+      a.append(tokenize(word, "word", room - a.size()));
+    }
+    if (a.size() > room) throw TokenLimitError(*options.token_limit);
+    return finish(a, nullptr, options);
   }
 
   std::vector<Encoding> encode_batch(std::span<std::string const> texts, EncodeOptions const& options = {}) const {
@@ -218,7 +232,7 @@ class Tokenizer {
   }
 
   Encoding finish(TokenList& a, TokenList* b, EncodeOptions const& options) const {
-    truncate_tokens(a, b, options, specials_.hf_pair_special_tokens);
+    truncate_tokens(a, b, options, specials_);
     Encoding e = build_encoding(a, b, specials_, options.add_special_tokens);
     if (options.padding == Padding::kMaxLength) {
       std::vector<Encoding> one{std::move(e)};

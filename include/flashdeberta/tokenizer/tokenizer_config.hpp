@@ -32,6 +32,9 @@ struct AddedToken {
   bool rstrip = false;  // also takes the whitespace after it
   bool single_word = false;
   bool special = true;
+  // Matched in the normalized text by the model instead of in the raw text (a tokenizer.json's "normalized"
+  // added tokens; tokenizer_json_unigram.hpp). Never set for spm.model and vocab.json directories.
+  bool normalized = false;
 };
 
 // The DeBERTa special tokens by role; every one is optional in the files and defaults to DeBERTa's.
