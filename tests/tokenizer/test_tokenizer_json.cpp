@@ -4,6 +4,7 @@
 // and the refusals of what is not supported.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,19 @@ namespace {
 
 namespace tok = flashdeberta::tokenizer;
 using nlohmann::json;
+
+// Time bounds are ten times looser under AddressSanitizer (the clang build of scripts/test.sh).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr double kSlowdown = 10.0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr double kSlowdown = 10.0;
+#else
+constexpr double kSlowdown = 1.0;
+#endif
+#else
+constexpr double kSlowdown = 1.0;
+#endif
 
 std::filesystem::path json_fixture(std::string const& name) {
   return std::filesystem::path(FLASHDEBERTA_FIXTURE_DIR) / "tokenizer_json" / name;
@@ -93,10 +107,33 @@ std::vector<std::string> differences(tok::Tokenizer const& t, json const& want, 
   return bad;
 }
 
+void check_cases(std::string const& name, tok::Tokenizer const& t);
+
+// The directory's tokenizer with Unigram stretches cut at every place a cut is allowed (chunks of one
+// character), which must not change any result.
+tok::Tokenizer load_cut_everywhere(std::filesystem::path const& dir) {
+  tok::TokenizerConfig config = tok::load_tokenizer_config(dir);
+  tok::TokenizerJson file = tok::read_tokenizer_json(dir, config, {.unigram_chunk_chars = 1});
+  std::size_t const pair_specials = file.sequence_template.special_tokens(true);
+  return tok::detail::assemble(file.model, config, dir, pair_specials, file.sequence_template);
+}
+
+// The directory's tokenizer with no cut at all.
+tok::Tokenizer read_tokenizer_whole(std::filesystem::path const& dir) {
+  tok::TokenizerConfig config = tok::load_tokenizer_config(dir);
+  tok::TokenizerJson file = tok::read_tokenizer_json(dir, config, {.unigram_chunk_chars = std::size_t(-1)});
+  std::size_t const pair_specials = file.sequence_template.special_tokens(true);
+  return tok::detail::assemble(file.model, config, dir, pair_specials, file.sequence_template);
+}
+
 void check_directory(std::string const& name) {
   auto const dir = json_fixture(name);
-  auto const doc = read_json(dir / "expected.json");
-  auto const t = flashdeberta::load_tokenizer(dir);
+  check_cases(name, flashdeberta::load_tokenizer(dir));
+  check_cases(name + " (cut everywhere)", load_cut_everywhere(dir));
+}
+
+void check_cases(std::string const& name, tok::Tokenizer const& t) {
+  auto const doc = read_json(json_fixture(name.substr(0, name.find(' '))) / "expected.json");
   int cases = 0;
   for (json const& c : doc["cases"]) {
     std::string const case_name = c["name"].get<std::string>();
@@ -244,4 +281,35 @@ TEST_CASE("a directory with spm.model and tokenizer.json keeps using spm.model")
 #else
   CHECK_THROWS_AS(flashdeberta::load_tokenizer(dir.path()), flashdeberta::Error);
 #endif
+}
+
+TEST_CASE("a long text is tokenized in pieces with the result of the whole, and a token limit stops it early") {
+  auto const dir = json_fixture("spm_gliner");
+  auto const whole = read_tokenizer_whole(dir);
+  auto const cut = load_cut_everywhere(dir);
+  auto const pieces = flashdeberta::load_tokenizer(dir);  // 4096-character pieces
+  json const doc = read_json(dir / "expected.json");
+  std::string text;
+  for (int round = 0; round < 8; ++round) {
+    for (json const& c : doc["cases"]) {
+      if (c.contains("text") && !c.contains("pair")) text += c["text"].get<std::string>() + (round % 2 ? " " : "  ");
+    }
+  }
+  REQUIRE(tok::decode_utf8(text).size() > 3 * 4096);
+  tok::Encoding const want = whole.encode(text);
+  for (tok::Tokenizer const* t : {&cut, &pieces}) {
+    tok::Encoding const got = t->encode(text);
+    CHECK(got.input_ids == want.input_ids);
+    CHECK(got.offsets == want.offsets);
+    CHECK(got.tokens == want.tokens);
+  }
+  std::string huge;
+  for (int i = 0; i < 2'000'000; ++i) huge += "ab ";
+  tok::EncodeOptions options;
+  options.token_limit = 100;
+  auto const start = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(pieces.encode(huge, options), tok::TokenLimitError);
+  double const seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  MESSAGE("tokenizer.json: 6 MB text refused at a limit of 100 tokens in " << seconds << " s");
+  CHECK(seconds < 1.0 * kSlowdown);  // decoding and the added-token scan of 6 MB; the whole text takes 10 s
 }

@@ -43,6 +43,11 @@ struct TokenizerJson {
   SequenceTemplate sequence_template;
 };
 
+struct TokenizerJsonOptions {
+  // The longest piece a Unigram pipeline normalizes at once (tokenizer_json_unigram.hpp); tests lower it.
+  std::size_t unigram_chunk_chars = 4096;
+};
+
 namespace detail {
 
 inline std::vector<AddedToken> read_json_added_tokens(JsonNode const& root) {
@@ -154,7 +159,8 @@ inline MetaspaceDecoder read_unigram_decoder(JsonNode const& root) {
 }
 
 inline std::shared_ptr<TokenizerModel const> read_unigram(JsonNode const& root, JsonNode const& model,
-                                                          std::vector<AddedToken> const& added) {
+                                                          std::vector<AddedToken> const& added,
+                                                          TokenizerJsonOptions const& options) {
   if (model.get_bool("byte_fallback", false))
     refuse_json_value(model.file, "model.byte_fallback", "true", "false (Unigram without byte fallback)");
   JsonNode const vocab = model.at("vocab");
@@ -179,9 +185,9 @@ inline std::shared_ptr<TokenizerModel const> read_unigram(JsonNode const& root, 
   if (!pre.value.is_null() && pre.type() == "ByteLevel")
     refuse_json_value(model.file, "pre_tokenizer.type", "ByteLevel",
                       "Sequence, Metaspace, Punctuation (with model Unigram)");
-  auto m = std::make_shared<UnigramPipelineModel>(std::move(pieces), unk_id,
-                                                  TextNormalizer::parse(root.optional("normalizer")),
-                                                  PreTokenizer::parse(pre), read_unigram_decoder(root), model.file);
+  auto m = std::make_shared<UnigramPipelineModel>(
+      std::move(pieces), unk_id, TextNormalizer::parse(root.optional("normalizer")), PreTokenizer::parse(pre),
+      read_unigram_decoder(root), model.file, options.unigram_chunk_chars);
   std::vector<AddedToken> normalized;
   for (AddedToken const& t : added) {
     if (t.normalized) normalized.push_back(t);
@@ -235,7 +241,8 @@ inline std::shared_ptr<TokenizerModel const> read_bpe(JsonNode const& root, Json
 }  // namespace detail
 
 // Reads dir/tokenizer.json; its added tokens go into `config` (see TokenizerJson).
-inline TokenizerJson read_tokenizer_json(std::filesystem::path const& dir, TokenizerConfig& config) {
+inline TokenizerJson read_tokenizer_json(std::filesystem::path const& dir, TokenizerConfig& config,
+                                         TokenizerJsonOptions const& options = {}) {
   auto const path = dir / "tokenizer.json";
   std::string const file = path.string();
   io::Json const doc = detail::read_json_file(path, "tokenizer.json");
@@ -246,7 +253,7 @@ inline TokenizerJson read_tokenizer_json(std::filesystem::path const& dir, Token
   std::string const& type = model.type();
   TokenizerJson out;
   if (type == "Unigram") {
-    out.model = detail::read_unigram(root, model, added);
+    out.model = detail::read_unigram(root, model, added, options);
   } else if (type == "BPE") {
     out.model = detail::read_bpe(root, model);
     for (AddedToken& t : added) t.normalized = false;  // see the top of this header

@@ -36,14 +36,40 @@ class TextNormalizer {
 
   bool empty() const { return steps_.empty(); }
 
-  void apply(NormalizedText& text) const {
+  // Whether a space between ASCII letters or digits comes out of every step as that one space, and those
+  // characters as no whitespace (what UnigramPipelineModel's cuts rely on): no String pattern of Replace
+  // holds a space or writes whitespace, and the charsmap maps neither the space nor a letter or digit to any.
+  bool keeps_spaces_between_ascii_words() const {
+    auto const has_space = [](std::u32string_view text) {
+      for (char32_t c : text) {
+        if (is_whitespace(c)) return true;
+      }
+      return false;
+    };
+    for (Step const& s : steps_) {
+      // The two Regex patterns match only runs of whitespace, none of which can border a cut.
+      bool const literal = s.kind == Kind::kReplace && s.pattern == Pattern::kLiteral;
+      if (literal && (has_space(s.literal) || has_space(s.content))) return false;
+      if (s.kind != Kind::kPrecompiled) continue;
+      if (s.charsmap->transform(" ").has_value()) return false;
+      for (char c = '0'; c <= 'z'; ++c) {
+        auto const rep = s.charsmap->transform(std::string(1, c));
+        if (rep && has_space(decode_utf8(*rep, "charsmap replacement").chars)) return false;
+      }
+    }
+    return true;
+  }
+
+  // `at_start` / `at_end`: whether the text begins / ends the stretch being normalized (Strip acts only
+  // there; a stretch normalized in pieces passes false inside it).
+  void apply(NormalizedText& text, bool at_start = true, bool at_end = true) const {
     for (Step const& s : steps_) {
       switch (s.kind) {
         case Kind::kLowercase:
           text.lowercase();
           break;
         case Kind::kStrip:
-          text.strip(s.left, s.right);
+          text.strip(s.left && at_start, s.right && at_end);
           break;
         case Kind::kReplace:
           text.replace(matches(s, text.chars()), s.content);

@@ -30,6 +30,15 @@ class PreTokenizer {
     return p;
   }
 
+  // Whether every space starts a new pre-token (a Metaspace step that splits), so that no pre-token
+  // reaches across a space of the normalized text.
+  bool splits_at_spaces() const {
+    for (Step const& s : steps_) {
+      if (s.kind == Kind::kMetaspace && s.split) return true;
+    }
+    return false;
+  }
+
   // The pre-tokens of `text`, empty ones dropped.
   std::vector<NormalizedText> apply(NormalizedText const& text) const {
     std::vector<NormalizedText> splits;
