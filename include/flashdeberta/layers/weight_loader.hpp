@@ -4,6 +4,7 @@
 
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flashdeberta/io/checkpoint.hpp"
@@ -39,6 +40,15 @@ class WeightLoader {
                                       << " holds no DeBERTa backbone: neither embeddings.word_embeddings.weight nor "
                                          "deberta.embeddings.word_embeddings.weight is present");
     }
+  }
+
+  // The backbone's tensors under an explicit prefix, e.g. GLiNER's "token_rep_layer.bert_layer.model.".
+  WeightLoader(P const& policy, Checkpoint const& checkpoint, std::string prefix)
+      : policy_(policy), checkpoint_(checkpoint), prefix_(std::move(prefix)) {
+    FLASHDEBERTA_REQUIRE(checkpoint.contains(prefix_ + "embeddings.word_embeddings.weight"),
+                         "checkpoint " << checkpoint.directory().string() << " holds no DeBERTa backbone under '"
+                                       << prefix_ << "': " << prefix_
+                                       << "embeddings.word_embeddings.weight is missing");
   }
 
   std::string const& prefix() const { return prefix_; }

@@ -71,6 +71,15 @@ class DebertaModel {
         options_(options),
         weights_(WeightLoader<P>(policy_, checkpoint), config_) {}
 
+  // The backbone stored under `backbone_prefix` in a larger model's checkpoint (GLiNER:
+  // "token_rep_layer.bert_layer.model.").
+  DebertaModel(P policy, ModelConfig config, Checkpoint const& checkpoint, std::string const& backbone_prefix,
+               ModelOptions options = {})
+      : policy_(std::move(policy)),
+        config_(std::move(config)),
+        options_(options),
+        weights_(WeightLoader<P>(policy_, checkpoint, backbone_prefix), config_) {}
+
   ModelConfig const& config() const { return config_; }
   P const& policy() const { return policy_; }
   ModelOptions const& options() const { return options_; }
