@@ -118,6 +118,22 @@ class DebertaModel {
     return {std::move(hidden), ctx.tokens(), config_.hidden_size};
   }
 
+  // The output of every layer, 1 .. num_layers (HF's hidden_states[1:]), each (T, H); the policy is fenced.
+  std::vector<HiddenStates<P>> forward_all_layers(Batch const& batch) const {
+    batch.validate(config_);
+    FLASHDEBERTA_REQUIRE(batch.batch_size() > 0, "forward needs at least one sequence");
+    require_forward_fits(policy_, estimate_forward_memory(batch), options_.max_forward_bytes);
+    ForwardContext<P> const ctx(policy_, batch, options_.attention);
+    std::vector<HiddenStates<P>> out;
+    if (ctx.tokens() == 0) return out;
+    std::vector<typename P::Buffer> earlier;
+    auto last = weights_.encoder.forward(ctx, weights_.embeddings.forward(ctx), &earlier);
+    policy_.fence();
+    for (auto& b : earlier) out.push_back({std::move(b), ctx.tokens(), config_.hidden_size});
+    out.push_back({std::move(last), ctx.tokens(), config_.hidden_size});
+    return out;
+  }
+
   // The hidden states in host memory, packed (T, H).
   std::vector<float> forward_to_host(Batch const& batch) const {
     HiddenStates<P> const states = forward(batch);
