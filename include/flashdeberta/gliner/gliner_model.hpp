@@ -6,10 +6,10 @@
 //                                        {.threshold = 0.5});  // per text: {start, end, text, label, score}
 //
 // Where each step runs: the backbone, the projection, the BiLSTM's input GEMM, every Linear of the span
-// layers, prompt_rep_layer, the scorer and the span x label logits are policy GEMMs. The word and label
-// gathers, the LSTM recurrence, the span concatenations and windows, and the decoding run on the host
-// (each file says why). Each text of a batch is one packed sequence: no padding, its own labels, GLiNER's
-// batch-of-one results (docs/gliner.md section 7).
+// layers, prompt_rep_layer, LayersFuser's squeeze and output projection, the scorer and the span x label logits are
+// policy GEMMs. The word and label gathers, the LSTM recurrence, the span concatenations and windows, and the decoding
+// run on the host (each file says why). Each text of a batch is one packed sequence: no padding, its own labels,
+// GLiNER's batch-of-one results (docs/gliner.md section 7).
 #pragma once
 
 #include <filesystem>
@@ -23,6 +23,7 @@
 #include "flashdeberta/gliner/gliner_inputs.hpp"
 #include "flashdeberta/gliner/gliner_layers.hpp"
 #include "flashdeberta/gliner/gliner_lstm.hpp"
+#include "flashdeberta/gliner/layers_fuser.hpp"
 #include "flashdeberta/gliner/span_representation.hpp"
 #include "flashdeberta/gliner/token_scorer.hpp"
 #include "flashdeberta/model/deberta_model.hpp"
@@ -147,12 +148,10 @@ class GLiNER {
         backbone_(make_backbone(policy_, config_, checkpoint, options)) {
     std::string const source = (dir / "gliner_config.json").string();
     check_tokenizer(source);
-    FLASHDEBERTA_REQUIRE(!config_.fuse_layers,
-                         source << ": key 'fuse_layers' is true: the LayersFuser over every encoder layer is not "
-                                   "supported yet");
     GlinerTensors const t(checkpoint);
     std::int64_t const hb = config_.encoder.hidden_size;
     std::int64_t const d = config_.hidden_size;
+    if (config_.fuse_layers) fuser_ = GlinerLayersFuser<P>::load(policy_, t, hb, config_.encoder.num_layers);
     has_projection_ = d != hb || t.has("token_rep_layer.projection.weight");
     if (has_projection_) projection_ = GlinerLinear<P>::load(policy_, t, "token_rep_layer.projection", d, hb);
     if (config_.num_rnn_layers > 0) lstm_ = GlinerBiLstm<P>::load(policy_, t, d, config_.num_rnn_layers);
@@ -193,6 +192,11 @@ class GLiNER {
   HostMatrix token_vectors(Batch const& batch) const {
     return std::visit(
         [&](auto const& model) {
+          if (config_.fuse_layers) {
+            PolicyMatrix<P> const fused = fuser_.forward(policy_, batch, model.forward_all_layers(batch));
+            if (!has_projection_) return to_host(policy_, fused);
+            return to_host(policy_, projection_.forward(policy_, fused.ref()));
+          }
           HiddenStates<P> hidden = model.forward(batch);
           if (!has_projection_) {
             return to_host(policy_, PolicyMatrix<P>{std::move(hidden.values), hidden.tokens, hidden.hidden_size});
@@ -208,6 +212,7 @@ class GLiNER {
   Backbone backbone_;
   bool has_projection_ = false;
   GlinerLinear<P> projection_;
+  GlinerLayersFuser<P> fuser_;
   GlinerBiLstm<P> lstm_;
   GlinerSpanLayer<P> span_layer_;
   GlinerMlp<P> prompt_rep_;
