@@ -7,6 +7,7 @@
 // gain from a device (a CUDA version would want a persistent kernel; until then the host does it).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>

@@ -7,6 +7,7 @@
 // policy op scales rows by sequence) run on the host.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
