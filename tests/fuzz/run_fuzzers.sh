@@ -40,14 +40,14 @@ if [ ${#targets[@]} -eq 0 ]; then
   exit 2
 fi
 
-failures=0
-for target in "${targets[@]}"; do
+# One target's run; prints its report line(s) and returns 1 on a finding.
+fuzz_one() {
+  local target=$1 exe name out log work seeds args rc corpus execs rate rss status cov ft line artifacts reason
   exe=$bin_dir/$target
   name=${target#fuzz_}
   if [ ! -x "$exe" ]; then
     echo "$target: FAILED: not built ($exe missing)"
-    failures=$((failures + 1))
-    continue
+    return 1
   fi
   out=$out_root/$target
   rm -rf "$out"
@@ -81,15 +81,31 @@ for target in "${targets[@]}"; do
   artifacts=$(find "$out" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'oom-*' \
     -o -name 'timeout-*' \) | sort)
   if [ $rc -ne 0 ] || [ -n "$artifacts" ]; then
-    failures=$((failures + 1))
     reason=$(grep -m 1 -E '^(==[0-9]+==ERROR|SUMMARY: |fuzz invariant broken|.*runtime error:|==[0-9]+== ERROR)' "$log")
     echo "$line"
     echo "  FINDING in $target (exit $rc): ${reason:-see the log}"
     for a in $artifacts; do echo "  input: $a"; done
     echo "  log: $log"
-  else
-    echo "$line"
+    return 1
   fi
+  echo "$line"
+}
+
+# The targets run $FLASHDEBERTA_FUZZ_JOBS at a time (default: one per core); each is single-threaded, so this
+# divides the step's wall time by the cores without shortening any target's SECONDS. Reports are printed in
+# the targets' order once all have finished.
+jobs=${FLASHDEBERTA_FUZZ_JOBS:-$(nproc)}
+report_dir=$(mktemp -d)
+trap 'rm -rf "$report_dir"' EXIT
+for i in "${!targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+  { fuzz_one "${targets[$i]}"; echo $? >"$report_dir/$i.status"; } >"$report_dir/$i" 2>&1 &
+done
+wait
+failures=0
+for i in "${!targets[@]}"; do
+  cat "$report_dir/$i"
+  [ "$(cat "$report_dir/$i.status" 2>/dev/null)" = 0 ] || failures=$((failures + 1))
 done
 
 if [ $failures -ne 0 ]; then

@@ -190,7 +190,10 @@ class UnigramPipelineModel final : public TokenizerModel {
       }
       std::size_t byte = 0;
       bool first = true;
-      for (auto const& [id, length] : viterbi_.encode(utf8, unk_id_.value_or(-1))) {
+      for (auto const& piece : viterbi_.encode(utf8, unk_id_.value_or(-1))) {
+        // Named copies, not structured bindings: the error macro's lambda cannot capture those (C++20, clang 14).
+        auto const id = piece.first;
+        std::size_t const length = piece.second;
         FLASHDEBERTA_REQUIRE(id >= 0, source_ << ": the Unigram model has no unk_id, and the text holds a "
                                               << "character no piece covers: '" << utf8.substr(byte, length) << "'");
         std::size_t const first_char = char_at[byte];
