@@ -238,6 +238,7 @@ std::string main_help() {
          "  qa         the answer span of a question in a context (question-answering checkpoints)\n"
          "  zero-shot  texts into labels given at run time (NLI sequence-classification checkpoints)\n"
          "  rerank     passages by relevance to a query (cross-encoders: one-label classification)\n"
+         "  gliner     named entities of labels given at run time (GLiNER model directories)\n"
          "  serve      the checkpoint behind an HTTP endpoint with dynamic batching (TEI's routes)\n"
          "\n"
          "options:\n"

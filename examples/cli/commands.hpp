@@ -22,6 +22,9 @@ int ner_command(std::span<char const* const> args);
 int qa_command(std::span<char const* const> args);
 int zero_shot_command(std::span<char const* const> args);
 int rerank_command(std::span<char const* const> args);
+// GLiNER's zero-shot named entities (gliner_command.cpp), from a GLiNER model directory.
+int gliner_command(std::span<char const* const> args);
+std::string gliner_help();
 std::string fill_mask_help();
 std::string classify_help();
 std::string ner_help();

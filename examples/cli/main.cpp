@@ -1,5 +1,5 @@
 // flashdeberta: the command-line front end of the library (run, bench, tokenize, the pipelines
-// fill-mask, classify, ner, qa, zero-shot, rerank, and serve, the HTTP server). See args.cpp,
+// fill-mask, classify, ner, qa, zero-shot, rerank, gliner, and serve, the HTTP server). See args.cpp,
 // tokenize_command.cpp, serve_command.cpp and the *_command.cpp of the pipelines for the usage texts.
 //
 // Contract with scripts: exit 0 on success, 2 for usage errors, 1 for any other error, and every error
@@ -60,13 +60,16 @@ int dispatch(std::span<char const* const> args) {
                     : topic == "qa"        ? qa_help()
                     : topic == "zero-shot" ? zero_shot_help()
                                            : rerank_help());
+    } else if (topic == "gliner") {
+      std::cout << gliner_help();
     } else if (topic == "serve") {
       std::cout << serve_help();
     } else if (topic.empty()) {
       std::cout << main_help();
     } else {
-      throw UsageError("no help for unknown command '" + std::string(topic) +
-                       "' (commands: run, bench, tokenize, fill-mask, classify, ner, qa, zero-shot, rerank, serve)");
+      throw UsageError(
+          "no help for unknown command '" + std::string(topic) +
+          "' (commands: run, bench, tokenize, fill-mask, classify, ner, qa, zero-shot, rerank, gliner, serve)");
     }
     return 0;
   }
@@ -94,12 +97,14 @@ int dispatch(std::span<char const* const> args) {
   if (command == "serve") return serve_command(rest);
   if (command == "zero-shot") return zero_shot_command(rest);
   if (command == "rerank") return rerank_command(rest);
+  if (command == "gliner") return gliner_command(rest);
   if (command.starts_with("-")) {
     throw UsageError("unknown option '" + std::string(command) + "' (see 'flashdeberta --help')");
   }
-  throw UsageError("unknown command '" + std::string(command) +
-                   "' (commands: run, bench, tokenize, fill-mask, classify, ner, qa, zero-shot, rerank, serve; see "
-                   "'flashdeberta --help')");
+  throw UsageError(
+      "unknown command '" + std::string(command) +
+      "' (commands: run, bench, tokenize, fill-mask, classify, ner, qa, zero-shot, rerank, gliner, serve; see "
+      "'flashdeberta --help')");
 }
 
 }  // namespace

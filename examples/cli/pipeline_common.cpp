@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -122,8 +123,10 @@ std::optional<PipelineOptions> parse_pipeline_options(std::string_view command, 
       if (eq != std::string_view::npos) usage_fail(command, "option --" + name + " takes no value");
       // Every flag a command may declare, and where it goes.
       std::pair<std::string_view, bool*> const flags[] = {
-          {"progress", &o.progress},       {"timing", &o.timing},         {"jsonl", &o.jsonl},
-          {"multi-label", &o.multi_label}, {"raw-scores", &o.raw_scores}, {"return-text", &o.return_text}};
+          {"progress", &o.progress},     {"timing", &o.timing},
+          {"jsonl", &o.jsonl},           {"multi-label", &o.multi_label},
+          {"raw-scores", &o.raw_scores}, {"return-text", &o.return_text},
+          {"nested", &o.nested}};
       for (auto const& [flag, target] : flags) {
         if (flag == name) *target = true;
       }
@@ -164,6 +167,13 @@ std::optional<PipelineOptions> parse_pipeline_options(std::string_view command, 
       o.top_n = parse_integer_option(command, name, value, 1, 1000000000);
     } else if (name == "max-length") {
       o.max_length = parse_integer_option(command, name, value, 1, 1000000000);
+    } else if (name == "threshold") {
+      char* end = nullptr;
+      double const t = std::strtod(value.c_str(), &end);
+      if (end != value.c_str() + value.size() || !(t >= 0.0 && t <= 1.0)) {
+        usage_fail(command, "--threshold '" + value + "' is not a number in [0, 1]");
+      }
+      o.threshold = t;
     } else if (name == "truncation") {
       try {
         o.truncation = tokenizer::parse_truncation(value);

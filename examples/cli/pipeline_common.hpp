@@ -47,6 +47,8 @@ struct PipelineOptions {
   bool return_text = false;                         // rerank
   std::optional<std::int64_t> max_length;           // rerank: pair truncation
   std::optional<tokenizer::Truncation> truncation;  // rerank
+  std::optional<double> threshold;                  // gliner (default 0.5)
+  bool nested = false;                              // gliner --nested: flat_ner false
 };
 
 // One extra option of a command: its name (without "--"), whether it must be given, and whether it is a

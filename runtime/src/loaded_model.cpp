@@ -15,42 +15,20 @@
 #include "flashdeberta/model/deberta_model.hpp"
 #include "flashdeberta/variant/dispatch.hpp"
 
-// CMake links flashdeberta::kokkos and flashdeberta::cuda and defines these when the build has the backend.
-#if defined(FLASHDEBERTA_RUNTIME_WITH_KOKKOS)
-#define FLASHDEBERTA_RUNTIME_HAS_KOKKOS 1
-#include <Kokkos_Core.hpp>
+#include "backend_state.hpp"
 
-#include "flashdeberta/kokkos/kokkos_policy.hpp"
-#else
-#define FLASHDEBERTA_RUNTIME_HAS_KOKKOS 0
-#endif
-
-#if defined(FLASHDEBERTA_RUNTIME_WITH_CUDA)
-#define FLASHDEBERTA_RUNTIME_HAS_CUDA 1
+#if FLASHDEBERTA_RUNTIME_HAS_CUDA
 #include <cuda_runtime_api.h>
 
 #include "cuda_device_outputs.hpp"
-#include "flashdeberta/cuda/cuda_policy.hpp"
 #include "flashdeberta/cuda/event_timer.hpp"
-#else
-#define FLASHDEBERTA_RUNTIME_HAS_CUDA 0
 #endif
 
 namespace flashdeberta::runtime {
 
 namespace {
 
-// The closed set of policies this build can run; std::visit is the run-time -> compile-time switch.
-using AnyPolicy = std::variant<EigenPolicy
-#if FLASHDEBERTA_RUNTIME_HAS_KOKKOS
-                               ,
-                               KokkosPolicy<>
-#endif
-#if FLASHDEBERTA_RUNTIME_HAS_CUDA
-                               ,
-                               CudaPolicy
-#endif
-                               >;
+using detail::AnyPolicy;
 
 #if FLASHDEBERTA_RUNTIME_HAS_CUDA
 // One forward timed on the model's stream (input uploads included: forward ends fenced) and the device memory
@@ -197,12 +175,6 @@ ModelConfig read_model_config(std::filesystem::path const& directory) {
 std::string_view variant_name(ModelConfig const& config) {
   return dispatch_variant(config, []<Variant V>() -> std::string_view { return V::kName; });
 }
-
-struct Backend::State {
-  std::shared_ptr<void> runtime;  // declared before the policy, so destroyed after it
-  std::optional<AnyPolicy> policy;
-  AttentionImpl attention = AttentionImpl::kFlash;
-};
 
 Backend::Backend(RuntimeOptions const& options) : state_(std::make_unique<State>()) {
   state_->attention = options.attention;

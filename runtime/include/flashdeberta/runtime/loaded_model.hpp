@@ -88,6 +88,7 @@ class Backend {
   int threads() const;  // the threads the policy really uses (0 on the command line resolved)
 
  private:
+  friend class GlinerModel;  // loads GLiNER over the same policy (gliner.cpp)
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -1,0 +1,71 @@
+// GLiNER for the front ends (the CLI's gliner command, the Python package's GLiNER class, the server's
+// /gliner route): a GLiNER directory (docs/gliner.md) loaded over the backend RuntimeOptions picks, the
+// GLiNER<P> instantiations compiled once in runtime/src/gliner.cpp, and predict_entities with the limits
+// every front end applies (the bytes of a text, the tokens of a batch).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "flashdeberta/gliner/gliner_config.hpp"
+#include "flashdeberta/gliner/gliner_decoding.hpp"
+#include "flashdeberta/runtime/loaded_model.hpp"
+#include "flashdeberta/runtime/options.hpp"
+#include "flashdeberta/tokenizer/tokenizer.hpp"
+
+namespace flashdeberta::runtime {
+
+// Whether `directory` holds gliner_config.json (a GLiNER model rather than a transformers checkpoint).
+bool is_gliner_directory(std::filesystem::path const& directory);
+
+// The GLiNER model each of a GlinerModel's policies instantiates (gliner.cpp).
+class LoadedGliner {
+ public:
+  virtual ~LoadedGliner() = default;
+  virtual GlinerConfig const& config() const = 0;
+  virtual tokenizer::Tokenizer const& tokenizer() const = 0;
+  // GLiNER<P>::predict_entities over texts numbered from `first` in messages, refused when the encoded
+  // texts hold more than `max_tokens` tokens together (before the forward).
+  virtual std::vector<std::vector<GlinerEntity>> predict(std::span<std::string const> texts,
+                                                         std::vector<std::string> const& labels,
+                                                         GlinerOptions const& options, std::size_t first,
+                                                         std::int64_t max_tokens) const = 0;
+};
+
+class GlinerModel {
+ public:
+  // Loads options.model (gliner_config.json, the weights, the tokenizer files) over options.backend with
+  // options.attention and options.threads. A directory without gliner_config.json is refused naming it;
+  // --backend cuda is a UsageError (GLiNER is tested on the host policies only).
+  explicit GlinerModel(RuntimeOptions const& options);
+  ~GlinerModel();
+  GlinerModel(GlinerModel const&) = delete;
+  GlinerModel& operator=(GlinerModel const&) = delete;
+
+  GlinerConfig const& config() const { return model_->config(); }
+  tokenizer::Tokenizer const& tokenizer() const { return model_->tokenizer(); }
+  std::int64_t max_tokens() const { return max_tokens_; }
+  int threads() const { return backend_->threads(); }
+  // "GLiNER span (markerV0, max_width 12) on DeBERTa v3, hidden 512": what the front ends print.
+  std::string describe() const;
+
+  // The entities of each text with `labels` (GLiNER's batch_predict_entities / inference: texts[i] is "text
+  // first + i" in messages), in GLiNER's order. Blank texts give none. Refused before any work: no label
+  // (UsageError), a threshold outside [0, 1] (UsageError), a text of more than max_text_bytes(max_tokens)
+  // bytes; then, once encoded, texts holding more than max_tokens tokens together.
+  std::vector<std::vector<GlinerEntity>> predict_entities(std::span<std::string const> texts,
+                                                          std::vector<std::string> const& labels,
+                                                          GlinerOptions const& options, std::size_t first = 1) const;
+
+ private:
+  std::int64_t max_tokens_ = kDefaultMaxTokens;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<LoadedGliner> model_;  // destroyed before backend_ (declared after it)
+};
+
+}  // namespace flashdeberta::runtime

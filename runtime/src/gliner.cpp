@@ -1,0 +1,140 @@
+#include "flashdeberta/runtime/gliner.hpp"
+
+#include <cmath>
+#include <string>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "backend_state.hpp"
+#include "flashdeberta/core/error.hpp"
+#include "flashdeberta/gliner/gliner.hpp"
+#include "flashdeberta/runtime/pipeline.hpp"
+#include "flashdeberta/variant/dispatch.hpp"
+
+namespace flashdeberta::runtime {
+
+namespace {
+
+template <ExecutionPolicy P>
+class TypedGliner final : public LoadedGliner {
+ public:
+  TypedGliner(P const& policy, std::filesystem::path const& directory, ModelOptions options)
+      : model_(GLiNER<P>::load(policy, directory, options)) {}
+
+  GlinerConfig const& config() const override { return model_.config(); }
+  tokenizer::Tokenizer const& tokenizer() const override { return model_.tokenizer(); }
+
+  // GLiNER<P>::predict_entities, with the texts numbered from `first` in messages and their tokens counted
+  // against `max_tokens` before the forward.
+  std::vector<std::vector<GlinerEntity>> predict(std::span<std::string const> texts,
+                                                 std::vector<std::string> const& labels, GlinerOptions const& options,
+                                                 std::size_t first, std::int64_t max_tokens) const override {
+    std::vector<std::string> const used = dedup_gliner_labels(labels);
+    std::vector<std::vector<GlinerEntity>> out(texts.size());
+    std::vector<GlinerInput> inputs;
+    std::vector<std::size_t> which;
+    std::int64_t total = 0;
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+      try {
+        if (gliner_blank_text(texts[i])) continue;  // GLiNER: [] and nothing encoded
+        inputs.push_back(model_.prepare(texts[i], used));
+      } catch (Error const& e) {
+        fail_text(first + i, e.what());
+      }
+      which.push_back(i);
+      total += static_cast<std::int64_t>(inputs.back().input_ids.size());
+      if (total > max_tokens) {
+        std::string const what = which.size() == 1 ? "text " + std::to_string(first + i) + " holds "
+                                                   : "texts " + std::to_string(first + which.front()) + " to " +
+                                                         std::to_string(first + i) + " hold ";
+        throw Error(what + std::to_string(total) + " tokens with the labels' prompt, more than --max-tokens " +
+                    std::to_string(max_tokens) +
+                    (which.size() == 1 ? " (raise --max-tokens)" : " (lower --batch-size, or raise --max-tokens)"));
+      }
+    }
+    std::vector<GlinerLogits> const all = model_.logits(inputs);
+    for (std::size_t j = 0; j < inputs.size(); ++j) {
+      GlinerLogits const& l = all[j];
+      std::vector<GlinerSpan> const spans =
+          config().token_level() ? decode_gliner_tokens(l.values, l.words, l.labels, options)
+                                 : decode_gliner_spans(l.values, l.words, config().max_width, l.labels, options);
+      out[which[j]] = gliner_entities(texts[which[j]], inputs[j].words, spans, used);
+    }
+    return out;
+  }
+
+ private:
+  GLiNER<P> model_;
+};
+
+}  // namespace
+
+bool is_gliner_directory(std::filesystem::path const& directory) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(directory / "gliner_config.json", ec);
+}
+
+GlinerModel::GlinerModel(RuntimeOptions const& options) : max_tokens_(options.max_tokens) {
+  std::error_code ec;
+  FLASHDEBERTA_REQUIRE_FILE(std::filesystem::is_directory(options.model, ec),
+                            "--model " << options.model.string()
+                                       << ": no such directory (a GLiNER model directory with gliner_config.json "
+                                       << "is expected)");
+  FLASHDEBERTA_REQUIRE_FILE(is_gliner_directory(options.model),
+                            "--model " << options.model.string()
+                                       << ": no gliner_config.json, so it is not a GLiNER model (GLiNER's "
+                                       << "save_pretrained writes gliner_config.json, the weights and the tokenizer)");
+  if (options.backend == BackendKind::kCuda) {
+    throw UsageError("--backend cuda: GLiNER runs on the host backends only for now (eigen, kokkos)");
+  }
+  backend_ = std::make_unique<Backend>(options);
+  ModelOptions const model_options{.attention = options.attention};
+  model_ = std::visit(
+      [&]<ExecutionPolicy P>(P const& policy) -> std::unique_ptr<LoadedGliner> {
+#if FLASHDEBERTA_RUNTIME_HAS_CUDA
+        // Not instantiated: GLiNER<CudaPolicy> is untested (the constructor refused the backend above).
+        if constexpr (std::is_same_v<P, CudaPolicy>) {
+          throw UsageError("--backend cuda: GLiNER runs on the host backends only for now (eigen, kokkos)");
+        } else
+#endif
+        {
+          return std::make_unique<TypedGliner<P>>(policy, options.model, model_options);
+        }
+      },
+      *backend_->state_->policy);
+}
+
+GlinerModel::~GlinerModel() {
+  model_.reset();
+  backend_.reset();
+}
+
+std::string GlinerModel::describe() const {
+  GlinerConfig const& c = config();
+  std::string out = "GLiNER ";
+  if (c.token_level()) {
+    out += "token-level";
+  } else {
+    out += "span (" + std::string(span_mode_name(c.span_mode)) + ", max_width " + std::to_string(c.max_width) + ")";
+  }
+  return out + " on " + std::string(variant_name(c.encoder)) + ", hidden " + std::to_string(c.hidden_size);
+}
+
+std::vector<std::vector<GlinerEntity>> GlinerModel::predict_entities(std::span<std::string const> texts,
+                                                                     std::vector<std::string> const& labels,
+                                                                     GlinerOptions const& options,
+                                                                     std::size_t first) const {
+  if (labels.empty()) throw UsageError("GLiNER needs at least one label");
+  for (std::size_t l = 0; l < labels.size(); ++l) {
+    if (labels[l].empty()) throw UsageError("label " + std::to_string(l + 1) + " is empty");
+  }
+  if (!(options.threshold >= 0.0 && options.threshold <= 1.0)) {
+    throw UsageError("threshold " + std::to_string(options.threshold) + " is outside [0, 1]");
+  }
+  for (std::size_t i = 0; i < texts.size(); ++i) require_text_bytes(texts[i].size(), first + i, max_tokens_);
+  return model_->predict(texts, labels, options, first, max_tokens_);
+}
+
+}  // namespace flashdeberta::runtime
