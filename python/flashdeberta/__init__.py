@@ -11,12 +11,16 @@ The API follows transformers where it has one:
     classify = flashdeberta.pipeline("text-classification", model="models/tiny-en-sections")
     classify("A library for reading and writing PNG images.")
 
+    ner = flashdeberta.GLiNER.from_pretrained("path/to/gliner")   # GLiNER's zero-shot named entities
+    ner.predict_entities("Ada Lovelace lived in London.", ["person", "location"])
+
 Every call runs in C++ with the GIL released, so Python threads share one model in parallel. Errors are
 OSError (a missing or unreadable file) or ValueError (anything else the caller got wrong), carrying the
 library's message, which names the file, tensor, field and sizes.
 """
 
 from ._native import __version__
+from .gliner import GLiNER
 from .models import (AutoModel, AutoModelForMaskedLM, AutoModelForMultipleChoice, AutoModelForQuestionAnswering,
                      AutoModelForSequenceClassification, AutoModelForTokenClassification, ModelOutput,
                      PreTrainedModel)
@@ -28,5 +32,5 @@ __all__ = [
     "__version__", "AutoTokenizer", "Tokenizer", "AutoModel", "AutoModelForMaskedLM",
     "AutoModelForSequenceClassification", "AutoModelForTokenClassification", "AutoModelForQuestionAnswering",
     "AutoModelForMultipleChoice", "PreTrainedModel", "ModelOutput", "pipeline", "FillMaskPipeline",
-    "TextClassificationPipeline", "TokenClassificationPipeline", "QuestionAnsweringPipeline",
+    "TextClassificationPipeline", "TokenClassificationPipeline", "QuestionAnsweringPipeline", "GLiNER",
 ]

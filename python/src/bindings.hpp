@@ -34,6 +34,7 @@ void bind_dlpack(py::module_& m);
 void bind_tokenizer(py::module_& m);
 void bind_model(py::module_& m);
 void bind_pipeline(py::module_& m);
+void bind_gliner(py::module_& m);
 
 // The time this thread spent inside the library with the GIL released (the C++ calls themselves), summed
 // since the last reset: bench/python_overhead.py subtracts it from a Python call's wall time to get what the

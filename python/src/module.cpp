@@ -80,4 +80,5 @@ PYBIND11_MODULE(_native, m) {
   fp::bind_tokenizer(m);
   fp::bind_model(m);
   fp::bind_pipeline(m);
+  fp::bind_gliner(m);
 }

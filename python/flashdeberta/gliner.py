@@ -1,0 +1,74 @@
+"""GLiNER: zero-shot named entities with GLiNER 0.2.27's uni-encoder span and token-level models (a GLiNER
+model directory as GLiNER's save_pretrained writes it: gliner_config.json, the weights, the tokenizer), with
+GLiNER's Python API:
+
+    model = flashdeberta.GLiNER.from_pretrained("path/to/gliner")
+    model.predict_entities("Ada Lovelace worked in London.", ["person", "location"], threshold=0.5)
+    # [{"start": 0, "end": 12, "text": "Ada Lovelace", "label": "person", "score": 0.97}, ...]
+
+start and end count code points (Python str indices). The work runs in C++ with the GIL released."""
+
+import os
+
+from . import _native
+from ._arguments import checkpoint_path, text_list
+from .models import backend_for
+
+
+def _labels(labels):
+    if isinstance(labels, str) or not isinstance(labels, (list, tuple)) or not all(
+            isinstance(label, str) for label in labels):
+        raise ValueError(f"labels must be a list of str, not {type(labels).__name__}")
+    return list(labels)
+
+
+class GLiNER:
+    """A loaded GLiNER model (docs/gliner.md): uni-encoder span models (every span mode, BiLSTM,
+    fuse_layers) and token-level models on a DeBERTa-v2/v3 backbone; other kinds are refused at load."""
+
+    def __init__(self, native, name_or_path, batch_size=8):
+        self._native = native
+        self.name_or_path = name_or_path
+        self.batch_size = batch_size
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, device="cpu", threads=0, *, backend=None,
+                        attention="flash", max_tokens=65536):
+        """Loads a local GLiNER directory. device "cpu" runs the Eigen backend (backend="kokkos" the Kokkos
+        one); GLiNER does not run on CUDA yet. max_tokens bounds the tokens of one batch of texts with their
+        label prompts. Raises OSError for a missing directory or file, ValueError for the rest."""
+        directory = checkpoint_path(pretrained_model_name_or_path, "pretrained_model_name_or_path")
+        if not os.path.isdir(directory):
+            raise OSError(f"{directory}: no such directory (a GLiNER model directory with gliner_config.json is "
+                          "expected)")
+        native = _native.Gliner(directory, backend_for(device, backend), attention, int(threads), int(max_tokens))
+        return cls(native, directory)
+
+    def predict_entities(self, text, labels, flat_ner=True, threshold=0.5, multi_label=False):
+        """The entities of one text, as GLiNER's predict_entities: a list of {"start", "end", "text", "label",
+        "score"} sorted by start. flat_ner=False keeps nested spans; multi_label lets a span take several labels."""
+        if not isinstance(text, str):
+            raise ValueError(f"text must be a str, not {type(text).__name__}")
+        return self.batch_predict_entities([text], labels, flat_ner=flat_ner, threshold=threshold,
+                                           multi_label=multi_label)[0]
+
+    def batch_predict_entities(self, texts, labels, flat_ner=True, threshold=0.5, multi_label=False,
+                               batch_size=None):
+        """The entities of each text (a list per text) for the same labels, batch_size texts per forward pass
+        (default 8). Each text's result is what it gets alone (GLiNER's batch of one)."""
+        texts, single = text_list(texts, "texts")
+        if single:
+            raise ValueError("texts must be a list of str (predict_entities takes one text)")
+        labels = _labels(labels)
+        size = self.batch_size if batch_size is None else int(batch_size)
+        if size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {size}")
+        threshold = float(threshold)
+        results = []
+        for first in range(0, len(texts), size):
+            results.extend(self._native.predict_entities(texts[first:first + size], labels, threshold,
+                                                         bool(flat_ner), bool(multi_label)))
+        return results
+
+    def __repr__(self):
+        return f"flashdeberta.GLiNER({self.name_or_path!r}: {self._native.description})"
