@@ -1,7 +1,7 @@
 // flashdeberta serve: the checkpoint behind an HTTP endpoint (examples/cli/server/): text-embeddings-
 // inference's routes where it has them (/predict, /rerank, /embed, /tokenize, /info, /health, /metrics) and
-// HF's pipelines for the others (/zero-shot, /fill-mask, /ner), with dynamic batching, a bounded queue and
-// a graceful stop on SIGTERM or SIGINT.
+// HF's pipelines for the others (/zero-shot, /fill-mask, /ner), GLiNER's entities (/gliner), with dynamic batching, a
+// bounded queue and a graceful stop on SIGTERM or SIGINT.
 #include <pthread.h>
 #include <signal.h>
 
@@ -177,6 +177,9 @@ std::string serve_help() {
          "  POST /embed      the backbone alone: {\"inputs\", \"normalize\", \"truncate\"} -> [[floats], ...]\n"
          "  POST /fill-mask  masked LMs: {\"inputs\", \"top_k\"} -> HF's fill-mask predictions\n"
          "  POST /ner        token classification: {\"inputs\"} -> HF's entities (aggregation simple)\n"
+         "  POST /gliner     a GLiNER model directory (gliner_config.json) instead of a checkpoint, which serves\n"
+         "                   this route alone: {\"text\" | \"texts\", \"labels\", \"threshold\", \"flat_ner\",\n"
+         "                   \"multi_label\"} -> [{\"start\", \"end\", \"text\", \"label\", \"score\"}, ...] per text\n"
          "  POST /tokenize   every model: {\"inputs\", \"add_special_tokens\"} -> [[{\"id\", \"text\", \"special\",\n"
          "                   \"start\", \"stop\"}, ...]] (byte offsets, as TEI)\n"
          "  GET /info, GET /health, GET /metrics (Prometheus text format)\n"

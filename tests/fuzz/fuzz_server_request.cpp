@@ -1,6 +1,6 @@
 // libFuzzer target: the HTTP server's request bodies (examples/cli/server/requests.cpp), the bytes a client
-// sends to /predict, /rerank, /embed, /tokenize, /zero-shot, /fill-mask and /ner. Each body goes through every
-// route's parser. A body is either taken, within the limits (no more inputs, texts or labels than
+// sends to /predict, /rerank, /embed, /tokenize, /zero-shot, /fill-mask, /ner and /gliner. Each body goes
+// through every route's parser. A body is either taken, within the limits (no more inputs, texts or labels than
 // max_client_batch_size), or refused with an ApiError of a 4xx status; anything else (another exception, a
 // crash, a hang) is a bug.
 #include <cstddef>
@@ -54,6 +54,11 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
   });
   try_route(body, server::parse_ner_request, [](auto const& r) {
     fz::fuzz_check(!r.inputs.empty() && within(r.inputs.size()), "/ner: inputs outside the limits taken");
+  });
+  try_route(body, server::parse_gliner_request, [](auto const& r) {
+    fz::fuzz_check(!r.texts.empty() && within(r.texts.size()) && !r.labels.empty() && within(r.labels.size()) &&
+                       r.threshold >= 0.0 && r.threshold <= 1.0,
+                   "/gliner: texts, labels or threshold outside the limits taken");
   });
   return 0;
 }

@@ -70,6 +70,8 @@ HttpServer::HttpServer(ModelService& service, Metrics& metrics, ServeOptions con
   model_route("/fill-mask",
               [this, limits](std::string const& b) { return service_.fill_mask(parse_fill_mask_request(b, limits)); });
   model_route("/ner", [this, limits](std::string const& b) { return service_.ner(parse_ner_request(b, limits)); });
+  model_route("/gliner",
+              [this, limits](std::string const& b) { return service_.gliner(parse_gliner_request(b, limits)); });
   plain_route("POST", "/tokenize", [this, limits](httplib::Request const& request, httplib::Response& response) {
     response.set_content(dump(service_.tokenize(parse_tokenize_request(request.body, limits))), "application/json");
   });

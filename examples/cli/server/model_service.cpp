@@ -35,12 +35,22 @@ std::string_view route_path(ModelRoute route) {
       return "/fill-mask";
     case ModelRoute::kNer:
       return "/ner";
+    case ModelRoute::kGliner:
+      return "/gliner";
   }
   return "?";
 }
 
 ModelService::ModelService(ServeOptions const& options, Metrics& metrics)
     : options_(options), gate_(options.max_concurrent_requests) {
+  if (runtime::is_gliner_directory(options.runtime.model)) {
+    if (options.tokenizer)
+      throw runtime::UsageError("--tokenizer: a GLiNER model reads the tokenizer of its directory");
+    runtime::RuntimeOptions runtime = options.runtime;
+    runtime.max_tokens = options.max_batch_tokens;  // the most tokens one forward holds
+    gliner_ = std::make_unique<runtime::GlinerModel>(runtime);
+    return;
+  }
   ModelConfig const config = runtime::read_model_config(options.runtime.model);
   head_ = head_kind_from_config(config);
   // A forward holds at most --max-batch-tokens tokens; the runtime refuses anything larger.
@@ -71,6 +81,7 @@ ModelService::ModelService(ServeOptions const& options, Metrics& metrics)
 ModelService::~ModelService() { queue_.reset(); }
 
 bool ModelService::serves(ModelRoute route) const {
+  if (gliner_) return route == ModelRoute::kGliner;
   switch (route) {
     case ModelRoute::kPredict:
       return head_ == HeadKind::kSequenceClassification;
@@ -84,6 +95,8 @@ bool ModelService::serves(ModelRoute route) const {
       return head_ == HeadKind::kMaskedLM;
     case ModelRoute::kNer:
       return head_ == HeadKind::kTokenClassification;
+    case ModelRoute::kGliner:
+      return false;
   }
   return false;
 }
@@ -110,6 +123,9 @@ void ModelService::require(ModelRoute route) const {
     case ModelRoute::kNer:
       need = "a token-classification checkpoint (architectures Deberta*ForTokenClassification)";
       break;
+    case ModelRoute::kGliner:
+      need = "a GLiNER model (a directory with gliner_config.json: flashdeberta serve --model GLINER_DIR)";
+      break;
   }
   throw ApiError(kFailedDependency, ErrorType::kBackend,
                  std::string(route_path(route)) + " needs " + need + "; this server runs " + describe());
@@ -118,14 +134,16 @@ void ModelService::require(ModelRoute route) const {
 std::vector<std::string> ModelService::routes() const {
   std::vector<std::string> out;
   for (ModelRoute route : {ModelRoute::kPredict, ModelRoute::kRerank, ModelRoute::kZeroShot, ModelRoute::kEmbed,
-                           ModelRoute::kFillMask, ModelRoute::kNer}) {
+                           ModelRoute::kFillMask, ModelRoute::kNer, ModelRoute::kGliner}) {
     if (serves(route)) out.emplace_back(route_path(route));
   }
-  for (char const* always : {"/tokenize", "/info", "/health", "/metrics"}) out.emplace_back(always);
+  if (!gliner_) out.emplace_back("/tokenize");
+  for (char const* always : {"/info", "/health", "/metrics"}) out.emplace_back(always);
   return out;
 }
 
 std::string ModelService::describe() const {
+  if (gliner_) return gliner_->describe() + " " + options_.runtime.model.string();
   ModelConfig const& config = pipeline_->config();
   std::string out = std::string(runtime::variant_name(config)) + " " + std::string(head_description(head_)) +
                     " checkpoint " + options_.runtime.model.string() + " (architectures " +
@@ -134,7 +152,9 @@ std::string ModelService::describe() const {
   return out + ")";
 }
 
-QueueGauges ModelService::gauges() const { return {gate_.in_flight(), gate_.limit(), queue_->queued_sequences()}; }
+QueueGauges ModelService::gauges() const {
+  return {gate_.in_flight(), gate_.limit(), queue_ ? queue_->queued_sequences() : 0};
+}
 
 tokenizer::Encoding ModelService::encode(std::string const& text, std::string const* pair, bool truncate,
                                          std::string const& what, tokenizer::Truncation strategy,
@@ -172,6 +192,7 @@ tokenizer::Encoding ModelService::encode(std::string const& text, std::string co
 HeadOutput ModelService::forward(std::vector<tokenizer::Encoding>& encodings) const { return queue_->run(encodings); }
 
 JsonOut ModelService::info() const {
+  if (gliner_) return gliner_info();
   ModelConfig const& config = pipeline_->config();
   JsonOut info;
   info["model_id"] = options_.model_id;

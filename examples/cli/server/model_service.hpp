@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +21,7 @@
 #include "flashdeberta/pipelines/embedding.hpp"
 #include "flashdeberta/pipelines/text_classification.hpp"
 #include "flashdeberta/pipelines/zero_shot.hpp"
+#include "flashdeberta/runtime/gliner.hpp"
 #include "flashdeberta/runtime/options.hpp"
 #include "flashdeberta/runtime/pipeline.hpp"
 #include "server/batch_queue.hpp"
@@ -51,12 +53,13 @@ struct ServeOptions {
 inline constexpr std::size_t kSpareHttpThreads = 8;
 
 // The routes a model may serve, beside /tokenize, /info, /health and /metrics, which every model serves.
-enum class ModelRoute { kPredict, kRerank, kEmbed, kZeroShot, kFillMask, kNer };
+enum class ModelRoute { kPredict, kRerank, kEmbed, kZeroShot, kFillMask, kNer, kGliner };
 std::string_view route_path(ModelRoute route);  // "/predict", ...
 
 class ModelService {
  public:
-  // Loads the checkpoint (its head from config.json's architectures) and starts the batching worker.
+  // Loads the checkpoint (its head from config.json's architectures) and starts the batching worker; a
+  // GLiNER directory (gliner_config.json) is loaded as a GLiNER model instead, which serves /gliner alone.
   ModelService(ServeOptions const& options, Metrics& metrics);
   ~ModelService();
   ModelService(ModelService const&) = delete;
@@ -69,7 +72,9 @@ class ModelService {
 
   RequestGate& gate() { return gate_; }
   QueueGauges gauges() const;
-  void stop_batching() { queue_->stop(); }
+  void stop_batching() {
+    if (queue_) queue_->stop();
+  }
   std::int64_t max_input_length() const { return max_input_length_; }
 
   JsonOut predict(PredictRequest const& request) const;
@@ -79,6 +84,7 @@ class ModelService {
   JsonOut zero_shot(ZeroShotRequest const& request) const;
   JsonOut fill_mask(FillMaskRequest const& request) const;
   JsonOut ner(NerRequest const& request) const;
+  JsonOut gliner(GlinerRequest const& request) const;
   JsonOut info() const;
 
  private:
@@ -93,8 +99,13 @@ class ModelService {
   HeadOutput forward(std::vector<tokenizer::Encoding>& encodings) const;
   bool serves(ModelRoute route) const;
 
+  JsonOut gliner_info() const;
+
   ServeOptions options_;
-  std::unique_ptr<runtime::Pipeline> pipeline_;
+  std::unique_ptr<runtime::Pipeline> pipeline_;  // null for a GLiNER model
+  // A GLiNER model (null otherwise): no batching queue, one request's forward at a time (gliner_mutex_).
+  std::unique_ptr<runtime::GlinerModel> gliner_;
+  mutable std::mutex gliner_mutex_;
   HeadKind head_ = HeadKind::kBase;
   std::vector<std::string> labels_;  // id2label of the classification heads
   pipelines::ScoreFunction score_function_ = pipelines::ScoreFunction::kSoftmax;

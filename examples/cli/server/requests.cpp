@@ -277,6 +277,39 @@ FillMaskRequest parse_fill_mask_request(std::string_view body, RequestLimits con
   return request;
 }
 
+GlinerRequest parse_gliner_request(std::string_view body, RequestLimits const& limits) {
+  Json const root = parse_object(body, "/gliner");
+  Fields fields(root, "", "text or texts, labels, threshold, flat_ner, multi_label");
+  GlinerRequest request;
+  Json const* text = fields.take("text");
+  Json const* texts = fields.take("texts");
+  if ((text == nullptr) == (texts == nullptr))
+    fail_validation(text == nullptr ? "missing field 'text' (one text) or 'texts' (a list of texts)"
+                                    : "give 'text' or 'texts', not both");
+  if (text != nullptr) {
+    request.texts.push_back(fields.string(*text, "text"));
+  } else {
+    if (!texts->is_array()) fail_validation("texts must be a list of texts, found " + describe(*texts));
+    request.texts = text_list(fields, *texts, "texts", limits, request.batch);
+  }
+  Json const& labels = fields.require("labels");
+  if (!labels.is_array()) fail_validation("labels must be a list of labels, found " + describe(labels));
+  bool labels_batch = true;
+  request.labels = text_list(fields, labels, "labels", limits, labels_batch);
+  for (std::size_t i = 0; i < request.labels.size(); ++i) {
+    if (request.labels[i].empty()) fail_validation("labels[" + std::to_string(i) + "] is an empty text");
+  }
+  if (Json const* value = fields.take("threshold")) {
+    if (!value->is_number() || !(value->get<double>() >= 0.0 && value->get<double>() <= 1.0))
+      fail_validation("threshold must be a number in [0, 1], found " + describe(*value));
+    request.threshold = value->get<double>();
+  }
+  request.flat_ner = fields.boolean("flat_ner", true);
+  request.multi_label = fields.boolean("multi_label", false);
+  fields.finish();
+  return request;
+}
+
 NerRequest parse_ner_request(std::string_view body, RequestLimits const& limits) {
   Json const root = parse_object(body, "/ner");
   Fields fields(root, "", "inputs");

@@ -1,7 +1,7 @@
 // The request bodies of the server's routes, parsed and checked before any work: text-embeddings-
 // inference's shapes for /predict, /rerank, /embed and /tokenize, HF's pipeline arguments for
-// /zero-shot, /fill-mask and /ner. A body that is not what the route takes is refused with an ApiError
-// naming the field and what was found ("inputs[2] must be a string, found integer 5").
+// /zero-shot, /fill-mask and /ner, GLiNER's for /gliner. A body that is not what the route takes is refused with an
+// ApiError naming the field and what was found ("inputs[2] must be a string, found integer 5").
 #pragma once
 
 #include <cstddef>
@@ -77,6 +77,18 @@ struct NerRequest {
   bool batch = false;
 };
 
+// POST /gliner {"text": "..." | "texts": [...], "labels": [...], "threshold", "flat_ner", "multi_label"}
+// (GLiNER's predict_entities / batch_predict_entities arguments). `batch`: "texts" was given, so the answer
+// is a list of entity lists.
+struct GlinerRequest {
+  std::vector<std::string> texts;
+  bool batch = false;
+  std::vector<std::string> labels;
+  double threshold = 0.5;
+  bool flat_ner = true;
+  bool multi_label = false;
+};
+
 PredictRequest parse_predict_request(std::string_view body, RequestLimits const& limits);
 RerankRequest parse_rerank_request(std::string_view body, RequestLimits const& limits);
 EmbedRequest parse_embed_request(std::string_view body, RequestLimits const& limits);
@@ -84,5 +96,6 @@ TokenizeRequest parse_tokenize_request(std::string_view body, RequestLimits cons
 ZeroShotRequest parse_zero_shot_request(std::string_view body, RequestLimits const& limits);
 FillMaskRequest parse_fill_mask_request(std::string_view body, RequestLimits const& limits);
 NerRequest parse_ner_request(std::string_view body, RequestLimits const& limits);
+GlinerRequest parse_gliner_request(std::string_view body, RequestLimits const& limits);
 
 }  // namespace flashdeberta::cli::server

@@ -143,6 +143,12 @@ JsonOut ModelService::ner(NerRequest const& request) const {
 // TEI's /tokenize: per input, its tokens with id, text, special, and start/stop as byte offsets of the
 // input (null for special tokens, whose text is the token itself). Always a list of lists, as TEI.
 JsonOut ModelService::tokenize(TokenizeRequest const& request) const {
+  if (gliner_) {
+    throw ApiError(kFailedDependency, ErrorType::kBackend,
+                   "/tokenize is not served for a GLiNER model (it tokenizes each word with the labels' prompt); "
+                   "this server runs " +
+                       describe());
+  }
   tokenizer::EncodeOptions options;
   options.add_special_tokens = request.add_special_tokens;
   JsonOut all = JsonOut::array();
