@@ -193,6 +193,8 @@ TEST_CASE("token_limit: a text at the limit is encoded, one over is refused, a h
     CHECK_THROWS_AS(t.encode(huge, options), tok::TokenLimitError);
     double const seconds = seconds_since(start);
     MESSAGE(name << ": 6 MB text refused at a limit of 100 tokens in " << seconds << " s");
-    CHECK(seconds < 0.5 * kSlowdown);  // decoding and the added-token scan of 6 MB; the whole text takes seconds
+    // Decoding and the added-token scan of 6 MB: 0.3 s on an idle 2-core VM, 0.8 s with two compilers beside it;
+    // tokenizing the whole text takes several times the bound, so passing it still means an early stop.
+    CHECK(seconds < 2.0 * kSlowdown);
   }
 }
