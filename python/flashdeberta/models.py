@@ -84,17 +84,23 @@ class PreTrainedModel:
         memory, in the model's dtype, as DeviceArrays that torch.from_dlpack, cupy.from_dlpack or
         jax.dlpack.from_dlpack take without a copy; numpy arrays on the CPU); "pt" (torch tensors, through
         DLPack on CUDA)."""
-        unknown = [k for k in unused if k not in ("return_dict", "offset_mapping")]
-        if unknown:
-            raise TypeError(f"unexpected argument(s) {', '.join(unknown)}: flashdeberta models take input_ids, "
-                            "attention_mask and token_type_ids")
+        if unused:
+            unknown = [k for k in unused if k not in ("return_dict", "offset_mapping")]
+            if unknown:
+                raise TypeError(f"unexpected argument(s) {', '.join(unknown)}: flashdeberta models take input_ids, "
+                                "attention_mask and token_type_ids")
         if input_ids is None:
             raise ValueError("input_ids is required")
-        if return_tensors not in ("np", "dlpack", "pt"):
+        # numpy arrays go to the binding as they are (the common case, and the cheapest); anything else
+        # (lists, torch CPU tensors) through np.asarray.
+        ids, mask, types = (a if a is None or type(a) is np.ndarray else np.asarray(a)
+                            for a in (input_ids, attention_mask, token_type_ids))
+        if return_tensors == "np":
+            return ModelOutput(self._native(ids, mask, types, False))
+        if return_tensors not in ("dlpack", "pt"):
             raise ValueError(f"return_tensors={return_tensors!r} is not one of 'np', 'dlpack', 'pt'")
-        arrays = [None if a is None else np.asarray(a) for a in (input_ids, attention_mask, token_type_ids)]
-        on_device = return_tensors != "np" and self.device == "cuda"
-        outputs = self._native(*arrays, on_device=on_device)
+        on_device = self.device == "cuda"
+        outputs = self._native(ids, mask, types, on_device)
         if return_tensors == "pt":
             import torch  # only for this form of output
             convert = torch.from_dlpack if on_device else torch.from_numpy
