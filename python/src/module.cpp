@@ -75,7 +75,8 @@ PYBIND11_MODULE(_native, m) {
         if (reset) fp::native_seconds() = 0.0;
         return seconds;
       },
-      pybind11::arg("reset") = false, "This thread's time inside the library's calls (GIL released) since the last reset.");
+      pybind11::arg("reset") = false,
+      "This thread's time inside the library's calls (GIL released) since the last reset.");
   fp::bind_dlpack(m);
   fp::bind_tokenizer(m);
   fp::bind_model(m);
