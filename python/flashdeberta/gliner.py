@@ -35,7 +35,7 @@ class GLiNER:
     def from_pretrained(cls, pretrained_model_name_or_path, device="cpu", threads=0, *, backend=None,
                         attention="flash", max_tokens=65536):
         """Loads a local GLiNER directory. device "cpu" runs the Eigen backend (backend="kokkos" the Kokkos
-        one); GLiNER does not run on CUDA yet. max_tokens bounds the tokens of one batch of texts with their
+        one), "cuda" the CUDA backend. max_tokens bounds the tokens of one batch of texts with their
         label prompts. Raises OSError for a missing directory or file, ValueError for the rest."""
         directory = checkpoint_path(pretrained_model_name_or_path, "pretrained_model_name_or_path")
         if not os.path.isdir(directory):

@@ -86,22 +86,11 @@ GlinerModel::GlinerModel(RuntimeOptions const& options) : max_tokens_(options.ma
                             "--model " << options.model.string()
                                        << ": no gliner_config.json, so it is not a GLiNER model (GLiNER's "
                                        << "save_pretrained writes gliner_config.json, the weights and the tokenizer)");
-  if (options.backend == BackendKind::kCuda) {
-    throw UsageError("--backend cuda: GLiNER runs on the host backends only for now (eigen, kokkos)");
-  }
   backend_ = std::make_unique<Backend>(options);
   ModelOptions const model_options{.attention = options.attention};
   model_ = std::visit(
       [&]<ExecutionPolicy P>(P const& policy) -> std::unique_ptr<LoadedGliner> {
-#if FLASHDEBERTA_RUNTIME_HAS_CUDA
-        // Not instantiated: GLiNER<CudaPolicy> is untested (the constructor refused the backend above).
-        if constexpr (std::is_same_v<P, CudaPolicy>) {
-          throw UsageError("--backend cuda: GLiNER runs on the host backends only for now (eigen, kokkos)");
-        } else
-#endif
-        {
-          return std::make_unique<TypedGliner<P>>(policy, options.model, model_options);
-        }
+        return std::make_unique<TypedGliner<P>>(policy, options.model, model_options);
       },
       *backend_->state_->policy);
 }

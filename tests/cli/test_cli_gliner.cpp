@@ -1,7 +1,7 @@
 // flashdeberta gliner against GLiNER 0.2.27's own outputs (tests/fixtures/gliner, made by
 // make_gliner_fixtures.py): every input of every case through the program (texts as arguments, one case
 // through stdin, on eigen and kokkos), entities equal with scores within 1e-4, in GLiNER's order; and the
-// one-line errors (a directory that is not a GLiNER model, a bad --threshold, no label, --backend cuda).
+// one-line errors (a directory that is not a GLiNER model, a bad --threshold, no label).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -163,8 +163,6 @@ TEST_CASE("gliner: one-line errors") {
   check_one_line_error(run_cli({"gliner", "--model", model, "x"}), 2, "missing --labels");
   check_one_line_error(run_cli({"gliner", "--model", model, "--labels", "a", "--tokenizer", model, "x"}), 2,
                        "--tokenizer");
-  CliResult const cuda = run_cli({"gliner", "--model", model, "--labels", "a", "--backend", "cuda", "x"});
-  check_one_line_error(cuda, 2, "--backend cuda");
   // A batch over --max-tokens is refused, naming it.
   check_one_line_error(run_cli({"gliner", "--model", model, "--labels", "person", "--max-tokens", "8", "--",
                                 "Ada Lovelace met Charles Babbage in London."}),

@@ -40,8 +40,7 @@ class LoadedGliner {
 class GlinerModel {
  public:
   // Loads options.model (gliner_config.json, the weights, the tokenizer files) over options.backend with
-  // options.attention and options.threads. A directory without gliner_config.json is refused naming it;
-  // --backend cuda is a UsageError (GLiNER is tested on the host policies only).
+  // options.attention and options.threads. A directory without gliner_config.json is refused naming it.
   explicit GlinerModel(RuntimeOptions const& options);
   ~GlinerModel();
   GlinerModel(GlinerModel const&) = delete;
