@@ -6,6 +6,7 @@
 #   tests/cuda/run_on_device.sh BUNDLE [STEP...]
 #   STEP: ops golden time hf memcheck (the default set), cli (test_cli with the bundled flashdeberta),
 #         heads (test_heads_cuda: every head, and the shipped models against HF float64),
+#         gliner (test_gliner_cuda: GLiNER's own fixtures, tests/fixtures/gliner),
 #         consumer (consumer_cuda: the g++-compiled program built against the installed package),
 #         python (tests/python with the package built for the machine's python3 by
 #                 tests/python/build_for_interpreter.sh, in BUNDLE/python; pytest from BUNDLE/site if it lacks one),
@@ -49,6 +50,7 @@ for s in $steps; do
       cat "$out/golden_summary.txt"
       ;;
     heads) step heads 240 "$bundle/bin/test_heads_cuda" ;;
+    gliner) step gliner 240 "$bundle/bin/test_gliner_cuda" ;;
     python)
       step python 300 env PYTHONPATH="$bundle/python" python3 -c "import sys; sys.path.append('$bundle/site'); \
 import pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-rs', 'tests/python']))"
