@@ -103,6 +103,18 @@ inline CliResult run_cli_with(std::vector<std::string> const& args, std::string 
 
 inline CliResult run_cli(std::vector<std::string> const& args) { return run_cli_with(args, nullptr); }
 
+// A failed run as the CLI reports one: exit `status`, nothing on stdout, one line "flashdeberta: error: ..."
+// on stderr holding `needle`.
+inline void check_one_line_error(CliResult const& r, int status, std::string const& needle) {
+  CAPTURE(r.err);
+  CHECK(r.status == status);
+  CHECK(r.out.empty());
+  auto const lines = r.err_lines();
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].starts_with("flashdeberta: error: "));
+  CHECK(lines[0].find(needle) != std::string::npos);
+}
+
 // The same with stdin read from a file holding `input`.
 inline CliResult run_cli_stdin(std::vector<std::string> const& args, std::string const& input) {
   return run_cli_with(args, &input);

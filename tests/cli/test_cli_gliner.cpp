@@ -16,6 +16,7 @@
 
 #include "cli_harness.hpp"
 
+using flashdeberta::testing::check_one_line_error;
 using flashdeberta::testing::CliResult;
 using flashdeberta::testing::run_cli;
 using flashdeberta::testing::run_cli_stdin;
@@ -103,16 +104,6 @@ void run_fixtures(std::string const& backend) {
     }
   }
   CHECK(inputs >= 40);
-}
-
-void check_one_line_error(CliResult const& r, int status, std::string const& needle) {
-  CAPTURE(r.err);
-  CHECK(r.status == status);
-  CHECK(r.out.empty());
-  auto const lines = r.err_lines();
-  REQUIRE(lines.size() == 1);
-  CHECK(lines[0].starts_with("flashdeberta: error: "));
-  CHECK(lines[0].find(needle) != std::string::npos);
 }
 
 }  // namespace

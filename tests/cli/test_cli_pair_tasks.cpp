@@ -15,6 +15,7 @@
 
 #include "cli_harness.hpp"
 
+using flashdeberta::testing::check_one_line_error;
 using flashdeberta::testing::CliResult;
 using flashdeberta::testing::json_lines;
 using flashdeberta::testing::run_cli;
@@ -47,16 +48,6 @@ void check_score(json const& got, json const& want) {
   double const difference = std::abs(got.get<double>() - want.get<double>());
   max_score_difference = std::max(max_score_difference, difference);
   CHECK(difference <= kScoreTolerance);
-}
-
-void check_one_line_error(CliResult const& r, int status, std::string const& needle) {
-  CAPTURE(r.err);
-  CHECK(r.status == status);
-  CHECK(r.out.empty());
-  auto const lines = r.err_lines();
-  REQUIRE(lines.size() == 1);
-  CHECK(lines[0].starts_with("flashdeberta: error: "));
-  CHECK(lines[0].find(needle) != std::string::npos);
 }
 
 // HF's {"sequence", "labels", "scores"} against a line of ours.

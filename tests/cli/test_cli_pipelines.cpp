@@ -13,6 +13,7 @@
 
 #include "cli_harness.hpp"
 
+using flashdeberta::testing::check_one_line_error;
 using flashdeberta::testing::CliResult;
 using flashdeberta::testing::json_lines;
 using flashdeberta::testing::run_cli;
@@ -43,16 +44,6 @@ bool have_fixture(std::string const& name) {
 json expected(std::string const& name) {
   std::ifstream in(fixture_dir(name) / "expected.json");
   return json::parse(in);
-}
-
-void check_one_line_error(CliResult const& r, int status, std::string const& needle) {
-  CAPTURE(r.err);
-  CHECK(r.status == status);
-  CHECK(r.out.empty());
-  auto const lines = r.err_lines();
-  REQUIRE(lines.size() == 1);
-  CHECK(lines[0].starts_with("flashdeberta: error: "));
-  CHECK(lines[0].find(needle) != std::string::npos);
 }
 
 void check_score(json const& got, json const& want) {

@@ -23,26 +23,15 @@
 
 #include "fixture_cases.hpp"
 #include "flashdeberta/tokenizer/tokenizer.hpp"
+#include "tokenizer_test_util.hpp"
 
+using flashdeberta::test::kSlowdown;
 using flashdeberta::test::tokenizer_fixture;
 namespace tok = flashdeberta::tokenizer;
 
 namespace {
 
 constexpr std::size_t kNoLimit = std::numeric_limits<std::size_t>::max();
-
-// Time bounds are ten times looser under AddressSanitizer (the clang build of scripts/test.sh).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr double kSlowdown = 10.0;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr double kSlowdown = 10.0;
-#else
-constexpr double kSlowdown = 1.0;
-#endif
-#else
-constexpr double kSlowdown = 1.0;
-#endif
 
 // Whether `got` is `want`, or another segmentation of the same text with the same score: where two
 // segmentations tie, the library picks by the rounding of float sums that include everything before the

@@ -21,20 +21,8 @@
 namespace {
 
 namespace tok = flashdeberta::tokenizer;
+using flashdeberta::test::kSlowdown;
 using nlohmann::json;
-
-// Time bounds are ten times looser under AddressSanitizer (the clang build of scripts/test.sh).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr double kSlowdown = 10.0;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr double kSlowdown = 10.0;
-#else
-constexpr double kSlowdown = 1.0;
-#endif
-#else
-constexpr double kSlowdown = 1.0;
-#endif
 
 std::filesystem::path json_fixture(std::string const& name) {
   return std::filesystem::path(FLASHDEBERTA_FIXTURE_DIR) / "tokenizer_json" / name;

@@ -12,6 +12,19 @@
 
 namespace flashdeberta::test {
 
+// Time bounds are ten times looser under AddressSanitizer (the clang build of scripts/test.sh).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr double kSlowdown = 10.0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr double kSlowdown = 10.0;
+#else
+constexpr double kSlowdown = 1.0;
+#endif
+#else
+constexpr double kSlowdown = 1.0;
+#endif
+
 // A fresh directory per use, removed afterwards.
 class TempDir {
  public:
