@@ -8,6 +8,30 @@ if(FLASHDEBERTA_WITH_EIGEN)
   endif()
 endif()
 
+if(FLASHDEBERTA_WITH_ONEDNN)
+  if(NOT FLASHDEBERTA_WITH_EIGEN)
+    message(FATAL_ERROR "FLASHDEBERTA_WITH_ONEDNN needs FLASHDEBERTA_WITH_EIGEN: oneDNN serves the Eigen backend")
+  endif()
+  if(NOT FLASHDEBERTA_DNNL_INCLUDE_DIR OR NOT FLASHDEBERTA_DNNL_LIBRARY)
+    message(FATAL_ERROR "FLASHDEBERTA_WITH_ONEDNN: oneapi/dnnl/dnnl.hpp or libdnnl not found (apt-get install libdnnl-dev)")
+  endif()
+  # The code uses oneDNN 2.x's API (matmul::desc, output scales), which 3.0 removed.
+  file(STRINGS "${FLASHDEBERTA_DNNL_INCLUDE_DIR}/oneapi/dnnl/dnnl_version.h" _flashdeberta_dnnl_version
+       REGEX "#define DNNL_VERSION_(MAJOR|MINOR) ")
+  string(REGEX REPLACE ".*MAJOR ([0-9]+).*MINOR ([0-9]+).*" "\\1.\\2" _flashdeberta_dnnl_version
+         "${_flashdeberta_dnnl_version}")
+  if(_flashdeberta_dnnl_version VERSION_LESS 2.6 OR NOT _flashdeberta_dnnl_version VERSION_LESS 3.0)
+    message(FATAL_ERROR "FLASHDEBERTA_WITH_ONEDNN: oneDNN ${_flashdeberta_dnnl_version} found; 2.6 to 2.x is supported")
+  endif()
+  # Debian's oneDNN threads through GNU OpenMP (DNNL_CPU_RUNTIME OMP in dnnl_config.h). A program whose own
+  # OpenMP is another runtime (clang's libomp) would hold two thread pools, each spinning while the other works.
+  if(FLASHDEBERTA_WITH_OPENMP AND NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    message(WARNING "oneDNN from Debian uses libgomp; ${CMAKE_CXX_COMPILER_ID}'s OpenMP runtime beside it "
+                    "oversubscribes the cores (docs/host-dtypes.md)")
+  endif()
+  message(STATUS "oneDNN ${_flashdeberta_dnnl_version}: ${FLASHDEBERTA_DNNL_LIBRARY}")
+endif()
+
 if(FLASHDEBERTA_WITH_KOKKOS)
   find_package(Kokkos REQUIRED CONFIG)
   # Debian's Trilinos Kokkos exports a non-existent /usr/lib/include; point it at the real headers.

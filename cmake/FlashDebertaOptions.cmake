@@ -38,6 +38,19 @@ option(FLASHDEBERTA_WITH_CUDA "Build the CUDA backend (flashdeberta::cuda)" ${_f
 # programs then need a CPU with the same instruction sets.
 option(FLASHDEBERTA_NATIVE "Build the CLI, examples and host tests with -march=native" OFF)
 
+# oneDNN 2.x (Debian's libdnnl-dev, 2.6) for the host backend's bf16 and int8 linear layers (flashdeberta::onednn,
+# docs/host-dtypes.md): on by default when its header and library are found and the Eigen backend is built.
+# Found by hand, not through its CMake config: Debian's dnnl-config.cmake requires OpenCL's development files
+# (its GPU runtime), which the CPU path never uses, and fails the whole configure without them.
+find_path(FLASHDEBERTA_DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp)
+find_library(FLASHDEBERTA_DNNL_LIBRARY dnnl)
+set(_flashdeberta_onednn_default OFF)
+if(FLASHDEBERTA_WITH_EIGEN AND FLASHDEBERTA_DNNL_INCLUDE_DIR AND FLASHDEBERTA_DNNL_LIBRARY)
+  set(_flashdeberta_onednn_default ON)
+endif()
+option(FLASHDEBERTA_WITH_ONEDNN "Use oneDNN for bf16 and int8 linear layers in the Eigen backend (flashdeberta::onednn)"
+       ${_flashdeberta_onednn_default})
+
 # SentencePiece tokenizers (flashdeberta::tokenizers, DeBERTa v2/v3): on by default when pkg-config finds
 # libsentencepiece. The v1 BPE tokenizer needs no library and is part of flashdeberta::core.
 find_package(PkgConfig QUIET)

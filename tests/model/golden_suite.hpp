@@ -72,6 +72,24 @@ inline double max_abs_error(GoldenCase const& golden, std::vector<float> const& 
   return worst;
 }
 
+// ||ours - HF|| / ||HF|| (Frobenius) over the valid positions: the measure of the low-precision tests.
+inline double relative_frobenius_error(GoldenCase const& golden, std::vector<float> const& packed) {
+  double diff = 0.0, norm = 0.0;
+  Batch const& batch = golden.batch;
+  for (std::int64_t b = 0; b < batch.batch_size(); ++b) {
+    for (std::int64_t t = batch.cu_seqlens[b]; t < batch.cu_seqlens[b + 1]; ++t) {
+      std::int64_t const row = b * golden.length + batch.positions[t];
+      for (std::int64_t c = 0; c < golden.hidden; ++c) {
+        double const theirs = golden.expected[row * golden.hidden + c];
+        double const err = packed[t * golden.hidden + c] - theirs;
+        diff += err * err;
+        norm += theirs * theirs;
+      }
+    }
+  }
+  return std::isnan(diff) ? INFINITY : std::sqrt(diff / norm);
+}
+
 template <Variant V, ExecutionPolicy P>
 void check_fixture_with(P const& policy, std::filesystem::path const& dir, GoldenCase const& golden) {
   auto model = DebertaModel<V, P>::load(policy, dir);

@@ -11,6 +11,7 @@
 
 #include "flashdeberta/layers/forward_context.hpp"
 #include "flashdeberta/layers/layer_norm.hpp"
+#include "flashdeberta/layers/linear_weight.hpp"
 #include "flashdeberta/layers/relative_context.hpp"
 #include "flashdeberta/layers/weight_loader.hpp"
 #include "flashdeberta/math/relative_position.hpp"
@@ -34,7 +35,7 @@ class AttentionBlock {
     std::vector<float> bias(static_cast<std::size_t>(3 * a), 0.0f);
     if constexpr (V::kFusedInProj) {
       // v1: in_proj rows interleave per head as [q_h; k_h; v_h] (spec 4.1); k has no bias.
-      qkv_ = w.matrix(self + "in_proj.weight", 3 * a, h);
+      qkv_ = {w.policy(), w.matrix(self + "in_proj.weight", 3 * a, h)};
       std::vector<float> const q_bias = w.read(self + "q_bias", {a});
       std::vector<float> const v_bias = w.read(self + "v_bias", {a});
       for (std::int64_t head = 0; head < c.num_heads; ++head) {
@@ -56,10 +57,10 @@ class AttentionBlock {
         std::vector<float> const bp = w.read(self + part + ".bias", {a});
         std::copy(bp.begin(), bp.end(), bias.begin() + i * a);
       }
-      qkv_ = w.from_host(weight, 3 * a, h);
+      qkv_ = {w.policy(), w.from_host(weight, 3 * a, h)};
     }
     qkv_bias_ = w.policy().upload(std::span<float const>(bias), w.policy().compute_dtype());
-    out_ = w.matrix(output + "dense.weight", h, a);
+    out_ = {w.policy(), w.matrix(output + "dense.weight", h, a)};
     out_bias_ = w.vector(output + "dense.bias", h);
     norm_ = LayerNormParams<P>(w, output + "LayerNorm", h, c.layer_norm_eps);
     if (c.has_position_terms()) project_relative_tables(w, self, *rel);
@@ -89,7 +90,7 @@ class AttentionBlock {
     std::int64_t const a = config_.all_head_size();
     std::int64_t const d = config_.head_size;
     auto qkv = ctx.activation(3 * a);  // (T, 3A)
-    p.gemm({.a = rows_of(x, t, h), .b = qkv_.ref(), .bias = qkv_bias_.data(), .out = rows_of(qkv, t, 3 * a)});
+    qkv_.gemm(p, {.a = rows_of(x, t, h), .bias = qkv_bias_.data(), .out = rows_of(qkv, t, 3 * a)});
     MatrixRef const fused = rows_of(qkv, t, 3 * a);
     AttentionArgs args = relative_args(rel);
     view_fused_qkv(args, fused, d, V::kFusedInProj ? QkvLayout::kInterleavedPerHead : QkvLayout::kStacked);
@@ -104,7 +105,7 @@ class AttentionBlock {
     }
 
     auto projected = ctx.activation(h);  // (T, H)
-    p.gemm({.a = rows_of(context, t, a), .b = out_.ref(), .bias = out_bias_.data(), .out = rows_of(projected, t, h)});
+    out_.gemm(p, {.a = rows_of(context, t, a), .bias = out_bias_.data(), .out = rows_of(projected, t, h)});
     return norm_.apply(ctx, projected, &x);
   }
 
@@ -142,7 +143,8 @@ class AttentionBlock {
   }
 
   ModelConfig config_;
-  Matrix qkv_, out_, pos_key_, pos_query_;
+  LinearWeight<P> qkv_, out_;  // the projections, prepared for the policy's linear dtype
+  Matrix pos_key_, pos_query_;
   typename P::Buffer qkv_bias_, out_bias_;
   prepared_relative_t<P> prepared_;  // from the policy's prepare_relative at load, when it has one
   LayerNormParams<P> norm_;

@@ -1,4 +1,5 @@
-// EigenPolicy: the host execution policy. Eigen GEMMs, OpenMP threads, float32 compute.
+// EigenPolicy: the host execution policy. Eigen GEMMs, OpenMP threads, float32 compute; linear layers in bf16 or
+// int8 through oneDNN on request (eigen_linear.hpp).
 #pragma once
 
 #include <algorithm>
@@ -10,11 +11,13 @@
 #include <Eigen/Core>
 
 #include "flashdeberta/core/host_buffer.hpp"
+#include "flashdeberta/eigen/eigen_linear.hpp"
 #include "flashdeberta/eigen/ops/attention_eager.hpp"
 #include "flashdeberta/eigen/ops/attention_flash.hpp"
 #include "flashdeberta/eigen/ops/dense_ops.hpp"
 #include "flashdeberta/policy/concepts.hpp"
 #include "flashdeberta/policy/host_memory.hpp"
+#include "flashdeberta/policy/prepared_linear.hpp"
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -51,6 +54,13 @@ class OmpThreadsScope {
 
 }  // namespace eigen_detail
 
+struct EigenOptions {
+  int threads = 0;  // <= 0: every core OpenMP reports
+  // The encoder's linear layers: F32 (Eigen), BF16 (bf16 inputs and weights, float32 sums) or I8 (dynamic int8
+  // quantization), the last two through oneDNN (docs/host-dtypes.md). Everything else computes in float32.
+  DType linear_dtype = DType::kF32;
+};
+
 // Thread safety: a thread count and nothing else; any number of threads may share one. Every calling thread
 // opens OpenMP teams of threads() threads of its own, so size callers x threads to the cores
 // (docs/thread-safety.md).
@@ -60,10 +70,14 @@ class EigenPolicy {
 
   // threads <= 0 uses every core OpenMP reports.
   explicit EigenPolicy(int threads = 0) : threads_(resolve_threads(threads)) {}
+  explicit EigenPolicy(EigenOptions const& options)
+      : threads_(resolve_threads(options.threads)),
+        linear_dtype_(eigen_detail::checked_linear_dtype(options.linear_dtype)) {}
 
   static char const* name() { return "eigen"; }
   int threads() const { return threads_; }
   DType compute_dtype() const { return DType::kF32; }
+  DType linear_dtype() const { return linear_dtype_; }
 
   Buffer allocate(std::int64_t size, DType dtype) const { return Buffer(size, dtype); }
 
@@ -90,6 +104,17 @@ class EigenPolicy {
   void gemm(GemmArgs const& args) const {
     eigen_detail::OmpThreadsScope const scope(threads_);
     eigen_ops::gemm(args, threads_);
+  }
+  // Linear layers (prepared_linear.hpp): the weight converted or quantized and packed for oneDNN once, at load,
+  // in bf16 or int8; nothing in float32.
+  using PreparedLinear = eigen_detail::PreparedLinear;
+  PreparedLinear prepare_linear(MatrixRef const& weight) const {
+    eigen_detail::OmpThreadsScope const scope(threads_);
+    return eigen_detail::prepare_linear(weight, linear_dtype_, threads_);
+  }
+  void gemm(GemmArgs const& args, PreparedLinear const& prepared) const {
+    eigen_detail::OmpThreadsScope const scope(threads_);
+    eigen_detail::gemm_prepared(args, prepared, threads_);
   }
   void layer_norm(LayerNormArgs const& args) const {
     eigen_detail::OmpThreadsScope const scope(threads_);
@@ -158,9 +183,11 @@ class EigenPolicy {
   }
 
   int threads_;
+  DType linear_dtype_ = DType::kF32;
 };
 
 static_assert(ExecutionPolicy<EigenPolicy>);
 static_assert(ReportsAvailableMemory<EigenPolicy> && ReportsAttentionWorkspace<EigenPolicy>);
+static_assert(PreparesLinearWeights<EigenPolicy>);
 
 }  // namespace flashdeberta

@@ -1,0 +1,54 @@
+// EigenPolicy's linear layers in the dtype the user asked for (EigenOptions::linear_dtype): float32 on Eigen, or
+// bf16 / int8 through oneDNN (flashdeberta::onednn, docs/host-dtypes.md) when the build has it.
+#pragma once
+
+#include <memory>
+
+#include "flashdeberta/eigen/ops/dense_ops.hpp"
+
+#if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
+#include "flashdeberta/onednn/prepared_linear.hpp"
+#endif
+
+namespace flashdeberta::eigen_detail {
+
+#if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
+inline constexpr bool kHasOnednn = true;
+using PreparedLinear = std::shared_ptr<onednn::PreparedLinear const>;  // null: float32 on Eigen
+#else
+inline constexpr bool kHasOnednn = false;
+struct PreparedLinear {};
+#endif
+
+// `dtype` if EigenPolicy can run linear layers in it in this build, else an error naming what is missing.
+inline DType checked_linear_dtype(DType dtype) {
+  FLASHDEBERTA_REQUIRE(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kI8,
+                       "EigenPolicy runs linear layers in F32, BF16 or I8 (int8), not " << dtype_name(dtype));
+  FLASHDEBERTA_REQUIRE(dtype == DType::kF32 || kHasOnednn,
+                       "EigenPolicy: " << dtype_name(dtype)
+                                       << " linear layers need oneDNN, and this build has none (install "
+                                          "libdnnl-dev and configure with FLASHDEBERTA_WITH_ONEDNN=ON)");
+  return dtype;
+}
+
+inline PreparedLinear prepare_linear([[maybe_unused]] MatrixRef const& weight, [[maybe_unused]] DType dtype,
+                                     [[maybe_unused]] int threads) {
+#if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
+  if (dtype != DType::kF32) return std::make_shared<onednn::PreparedLinear const>(weight, dtype, threads);
+#endif
+  return {};
+}
+
+// A prepared weight runs through oneDNN; alpha != 1 and float64 sums (never asked of linear layers) stay on Eigen.
+inline void gemm_prepared(GemmArgs const& args, [[maybe_unused]] PreparedLinear const& prepared, int threads) {
+#if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
+  if (prepared && args.alpha == 1.0f && !args.accumulate_f64) {
+    Activation const act = args.activation;
+    prepared->run(args, threads, [act](float* row, std::int64_t cols) { eigen_ops::activate_row(row, cols, act); });
+    return;
+  }
+#endif
+  eigen_ops::gemm(args, threads);
+}
+
+}  // namespace flashdeberta::eigen_detail

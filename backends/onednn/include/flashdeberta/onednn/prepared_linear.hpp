@@ -1,0 +1,171 @@
+// One linear layer's weight prepared for oneDNN's matmul (linear_traits.hpp): converted to bf16, or quantized to
+// s8 with per-output-channel scales, and packed into the layout the matmul reads (memory::format_tag::any), once
+// at load. Calls then only convert their input rows and run a cached primitive (onednn_runtime.hpp).
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "flashdeberta/core/error.hpp"
+#include "flashdeberta/onednn/linear_traits.hpp"
+#include "flashdeberta/onednn/onednn_runtime.hpp"
+#include "flashdeberta/onednn/row_conversion.hpp"
+#include "flashdeberta/policy/op_args.hpp"
+
+namespace flashdeberta::onednn {
+
+class PreparedLinear {
+ public:
+  // The rows a layer's weights are packed for at load; the layout oneDNN picks rarely depends on it (on an
+  // AVX512-BF16 EPYC it was the same for 1 to 4096 rows and 1 to 16 threads), and a call whose primitive wants
+  // another layout packs that one on first use.
+  static constexpr std::int64_t kPackedForRows = 128;
+
+  // weight (N, K) float32, PyTorch's Linear layout; dtype bf16 or I8.
+  PreparedLinear(MatrixRef const& weight, DType dtype, int threads) : dtype_(dtype), n_(weight.rows), k_(weight.cols) {
+    FLASHDEBERTA_REQUIRE(weight.dtype == DType::kF32 && weight.rows > 0 && weight.cols > 0,
+                         "oneDNN linear weight: expected a non-empty float32 (N, K) matrix, got ("
+                             << weight.rows << ", " << weight.cols << ") " << dtype_name(weight.dtype));
+    dispatch_linear_dtype(dtype_, [&]<class Traits>() {
+      if constexpr (Traits::kQuantized) {
+        scales_.resize(static_cast<std::size_t>(n_));
+        for (std::int64_t n = 0; n < n_; ++n) {
+          float peak = 0.0f;
+          float const* row = weight.as<float>() + n * weight.ld;
+          for (std::int64_t c = 0; c < k_; ++c) peak = std::max(peak, std::abs(row[c]));
+          scales_[n] = peak > 0.0f ? peak / Traits::kLevels : 1.0f;
+        }
+      }
+      MatmulKey const key{Traits::kKind, kPackedForRows, k_, n_, k_, n_, false, -1, threads};
+      (void)packed_for(matmul_for<Traits>(key).weights, weight);
+    });
+  }
+
+  DType dtype() const { return dtype_; }
+  std::int64_t rows() const { return n_; }
+  std::int64_t cols() const { return k_; }
+  std::vector<float> const& channel_scales() const { return scales_; }  // int8: (N); empty for bf16
+
+  // g.out (M, N) = act(g.a (M, K) . W^T + bias), W the weight this was prepared from, passed again as g.b (the
+  // source of a layout not packed yet). `activate(row, cols)` applies g.activation in place where oneDNN did not.
+  template <class Activate>
+  void run(GemmArgs const& g, int threads, Activate const& activate) const {
+    FLASHDEBERTA_REQUIRE(g.a.dtype == DType::kF32 && g.out.dtype == DType::kF32 && g.a.cols == k_ && g.b.rows == n_ &&
+                             g.b.cols == k_ && g.out.rows == g.a.rows && g.out.cols == n_,
+                         "oneDNN " << dtype_name(dtype_) << " linear (" << n_ << ", " << k_ << "): a float32 input of "
+                                   << k_ << " columns and a float32 (M, " << n_ << ") output are needed, got a ("
+                                   << g.a.rows << ", " << g.a.cols << ") " << dtype_name(g.a.dtype) << ", out ("
+                                   << g.out.rows << ", " << g.out.cols << ") " << dtype_name(g.out.dtype));
+    if (g.a.rows == 0) return;
+    dispatch_linear_dtype(dtype_, [&]<class Traits>() { run_as<Traits>(g, threads, activate); });
+  }
+
+ private:
+  using Tag = dnnl::memory::format_tag;
+  using Dims = dnnl::memory::dims;
+
+  template <class Traits>
+  static CachedMatmul matmul_for(MatmulKey const& key) {
+    return MatmulCache::instance().get(key, [&] {
+      dnnl::memory::desc const src({key.m, key.k}, Traits::kSource, Dims{key.lda, 1});
+      dnnl::memory::desc const weights({key.k, key.n}, Traits::kWeights, Tag::any);
+      dnnl::memory::desc const dst({key.m, key.n}, Traits::kOutput, Dims{key.ldc, 1});
+      dnnl::primitive_attr attr;
+      if (key.activation >= 0) {
+        dnnl::post_ops ops;
+        ops.append_eltwise(1.0f, static_cast<dnnl::algorithm>(key.activation), 0.0f, 0.0f);
+        attr.set_post_ops(ops);
+      }
+      auto const desc =
+          key.bias ? dnnl::matmul::desc(src, weights,
+                                        dnnl::memory::desc({1, key.n}, dnnl::memory::data_type::f32, Tag::ab), dst)
+                   : dnnl::matmul::desc(src, weights, dst);
+      dnnl::matmul::primitive_desc const pd(desc, attr, cpu_engine());
+      return CachedMatmul{dnnl::matmul(pd), pd.weights_desc()};
+    });
+  }
+
+  // The weight in `layout`, packed from `source` (N, K) float32 on first use.
+  dnnl::memory const& packed_for(dnnl::memory::desc const& layout, MatrixRef const& source) const {
+    std::lock_guard const lock(mutex_);
+    for (auto const& [desc, memory] : packed_)
+      if (desc == layout) return memory;
+    // (K, N) view of the (N, K) rows: strides (1, ld). int8 rounds w / scale[n] here and lets the reorder add
+    // the s8 x s8 compensation the packed layout carries (oneDNN 2.6 has no reorder that does both from float32).
+    std::vector<std::int8_t> quantized;
+    dnnl::memory from;
+    if (scales_.empty()) {
+      from = dnnl::memory({{k_, n_}, dnnl::memory::data_type::f32, Dims{1, source.ld}}, cpu_engine(), source.data);
+    } else {
+      quantized.resize(static_cast<std::size_t>(n_ * k_));
+      for (std::int64_t n = 0; n < n_; ++n) {
+        float const* w = source.as<float>() + n * source.ld;
+        float const inverse = 1.0f / scales_[n];
+        for (std::int64_t c = 0; c < k_; ++c) {
+          float const q = std::nearbyint(w[c] * inverse);
+          quantized[n * k_ + c] = static_cast<std::int8_t>(std::clamp(q, -127.0f, 127.0f));
+        }
+      }
+      from = dnnl::memory({{k_, n_}, dnnl::memory::data_type::s8, Dims{1, k_}}, cpu_engine(), quantized.data());
+    }
+    dnnl::memory to(layout, cpu_engine());
+    dnnl::primitive_attr const attr;
+    dnnl::reorder(dnnl::reorder::primitive_desc(from, to, attr)).execute(thread_stream(), from, to);
+    thread_stream().wait();
+    packed_.emplace_back(layout, std::move(to));
+    return packed_.back().second;
+  }
+
+  template <class Traits, class Activate>
+  void run_as(GemmArgs const& g, int threads, Activate const& activate) const {
+    using Source = typename Traits::Source;
+    std::int64_t const m = g.a.rows;
+    thread_local std::vector<Source> source;  // a in the matmul's input type, dense
+    thread_local std::vector<float> row_scales;
+    source.resize(static_cast<std::size_t>(m * k_));
+    if constexpr (Traits::kQuantized) {
+      row_scales.resize(static_cast<std::size_t>(m));
+      quantize_rows(g.a, source.data(), row_scales.data(), Traits::kLevels, threads);
+    } else {
+      rows_to_bf16(g.a, source.data(), threads);
+    }
+    std::optional<dnnl::algorithm> const fused = Traits::kFusesEpilogue ? fused_activation(g.activation) : std::nullopt;
+    bool const fuse_bias = Traits::kFusesEpilogue && g.bias != nullptr;
+    MatmulKey const key{Traits::kKind, m, k_, n_, k_, g.out.ld, fuse_bias, fused ? static_cast<int>(*fused) : -1,
+                        threads};
+    CachedMatmul const matmul = matmul_for<Traits>(key);
+    dnnl::memory const& weights = packed_for(matmul.weights, g.b);
+    dnnl::memory src({{m, k_}, Traits::kSource, Dims{k_, 1}}, cpu_engine(), source.data());
+    dnnl::memory dst({{m, n_}, Traits::kOutput, Dims{g.out.ld, 1}}, cpu_engine(), g.out.data);
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+    if (fuse_bias) {
+      args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, n_}, dnnl::memory::data_type::f32, Tag::ab}, cpu_engine(),
+                                               const_cast<void*>(g.bias)));
+    }
+    matmul.primitive.execute(thread_stream(), args);
+    thread_stream().wait();
+    auto const* bias = static_cast<float const*>(g.bias);
+    if constexpr (Traits::kQuantized) {
+      dequantize_rows(g.out, row_scales.data(), scales_.data(), bias, activate, threads);
+    } else {
+      if (g.activation != Activation::kIdentity && !fused) activate_rows(g.out, activate, threads);
+    }
+  }
+
+  DType dtype_;
+  std::int64_t n_, k_;
+  std::vector<float> scales_;  // int8: the scale of each output channel (row of the weight)
+  mutable std::mutex mutex_;
+  mutable std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_;  // the layouts asked for so far
+};
+
+}  // namespace flashdeberta::onednn
