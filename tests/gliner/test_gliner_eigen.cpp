@@ -1,4 +1,5 @@
 #include "flashdeberta/eigen/eigen_policy.hpp"
+#include "gliner_long_text_suite.hpp"
 #include "gliner_suite.hpp"
 
 TEST_CASE("gliner: GLiNER fixtures through EigenPolicy") {
@@ -12,3 +13,17 @@ TEST_CASE("gliner: a missing tensor is refused through EigenPolicy") {
 TEST_CASE("gliner: refused configs") { flashdeberta::testing::run_gliner_refusals(); }
 
 TEST_CASE("gliner: word splitter") { flashdeberta::testing::run_gliner_word_splitter(); }
+
+TEST_CASE("gliner: long texts, window planning and merging") {
+  flashdeberta::testing::run_gliner_window_planning();
+  flashdeberta::testing::run_gliner_window_merge();
+  flashdeberta::testing::run_gliner_long_text_option_checks();
+}
+
+TEST_CASE("gliner: long texts through EigenPolicy") {
+  flashdeberta::EigenPolicy const policy(2);
+  flashdeberta::testing::run_gliner_long_text_short_texts(policy);
+  flashdeberta::testing::run_gliner_long_text_repeats(policy);
+  flashdeberta::testing::run_gliner_long_text_token_level(policy);
+  flashdeberta::testing::run_gliner_long_text_token_limit(policy);
+}

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,10 +16,18 @@
 
 namespace flashdeberta {
 
+// What happens to a text longer than max_len words or the tokenizer's model_max_length (docs/gliner.md
+// section 11): kTruncate is GLiNER 0.2.27's cut; kWindows encodes overlapping windows of the words and merges
+// their spans; kSinglePass encodes every word in one sequence, which GLiNER never does.
+enum class GlinerLongText { kTruncate, kWindows, kSinglePass };
+
 struct GlinerOptions {
   double threshold = 0.5;
   bool flat_ner = true;
   bool multi_label = false;
+  GlinerLongText long_text = GlinerLongText::kTruncate;
+  // Words two neighbouring windows share (kWindows only); unset: max_len / 4.
+  std::optional<std::int64_t> window_overlap;
 };
 
 // One entity: start and end (exclusive) in code points of the text (Python str indices), as GLiNER gives them.
@@ -68,9 +77,10 @@ inline std::vector<GlinerSpan> gliner_greedy(std::vector<GlinerSpan> candidates,
   return kept;
 }
 
-// Span models: logits (n K, C), row s K + k for the span s .. s+k; spans with s + k >= n are skipped.
-inline std::vector<GlinerSpan> decode_gliner_spans(std::vector<float> const& logits, std::int64_t n, std::int64_t k_max,
-                                                   std::int64_t labels, GlinerOptions const& o) {
+// Span models' candidates, in GLiNER's candidate order (s, k, c): logits (n K, C), row s K + k for the span
+// s .. s+k; spans with s + k >= n are skipped.
+inline std::vector<GlinerSpan> gliner_span_candidates(std::vector<float> const& logits, std::int64_t n,
+                                                      std::int64_t k_max, std::int64_t labels, GlinerOptions const& o) {
   auto const threshold = static_cast<float>(o.threshold);
   std::vector<GlinerSpan> candidates;
   for (std::int64_t s = 0; s < n; ++s) {
@@ -81,12 +91,19 @@ inline std::vector<GlinerSpan> decode_gliner_spans(std::vector<float> const& log
       }
     }
   }
-  return gliner_greedy(std::move(candidates), o);
+  return candidates;
 }
 
-// Token-level models: logits (n C, 3) = start, end, inside for word w and label c at row w C + c.
-inline std::vector<GlinerSpan> decode_gliner_tokens(std::vector<float> const& logits, std::int64_t n,
-                                                    std::int64_t labels, GlinerOptions const& o) {
+// Span models: the kept spans.
+inline std::vector<GlinerSpan> decode_gliner_spans(std::vector<float> const& logits, std::int64_t n, std::int64_t k_max,
+                                                   std::int64_t labels, GlinerOptions const& o) {
+  return gliner_greedy(gliner_span_candidates(logits, n, k_max, labels, o), o);
+}
+
+// Token-level models' candidates, in GLiNER's candidate order (start, label, end): logits (n C, 3) = start,
+// end, inside for word w and label c at row w C + c.
+inline std::vector<GlinerSpan> gliner_token_candidates(std::vector<float> const& logits, std::int64_t n,
+                                                       std::int64_t labels, GlinerOptions const& o) {
   auto const threshold = static_cast<float>(o.threshold);
   auto const prob = [&](std::int64_t w, std::int64_t c, int which) {
     return gliner_sigmoid(logits[static_cast<std::size_t>((w * labels + c) * 3 + which)]);
@@ -114,7 +131,13 @@ inline std::vector<GlinerSpan> decode_gliner_tokens(std::vector<float> const& lo
       if (ok) candidates.push_back({s, e, c, static_cast<double>(score)});
     }
   }
-  return gliner_greedy(std::move(candidates), o);
+  return candidates;
+}
+
+// Token-level models: the kept spans.
+inline std::vector<GlinerSpan> decode_gliner_tokens(std::vector<float> const& logits, std::int64_t n,
+                                                    std::int64_t labels, GlinerOptions const& o) {
+  return gliner_greedy(gliner_token_candidates(logits, n, labels, o), o);
 }
 
 // Spans over words -> entities with code-point offsets into `text` and the label names.

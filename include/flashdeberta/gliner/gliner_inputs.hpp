@@ -1,12 +1,15 @@
-// From one text and its labels to the encoder's input (docs/gliner.md sections 3.2 to 3.5): the words kept
-// (max_len), the prompt `<<ENT>> l_0 ... <<ENT>> l_{C-1} <<SEP>>` followed by the text's words, every word
-// tokenized on its own (HF's is_split_into_words), [CLS] ... [SEP], truncation to the tokenizer's
-// model_max_length keeping the final [SEP], the words mask (first subword of each text word) and the label
-// positions (the <<ENT>> tokens, or the token after each with embed_ent_token false).
+// From one text (or a window of its words, docs/gliner.md section 11) and its labels to the encoder's input
+// (sections 3.2 to 3.5): the words kept (max_len), the prompt `<<ENT>> l_0 ... <<ENT>> l_{C-1} <<SEP>>`
+// followed by the text's words, every word tokenized on its own (HF's is_split_into_words), [CLS] ... [SEP],
+// truncation to the tokenizer's model_max_length keeping the final [SEP], the words mask (first subword of
+// each text word) and the label positions (the <<ENT>> tokens, or the token after each with embed_ent_token
+// false).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flashdeberta/gliner/gliner_config.hpp"
@@ -34,12 +37,15 @@ inline std::vector<std::string> dedup_gliner_labels(std::vector<std::string> con
   return out;
 }
 
-// `labels` already deduplicated and non-empty; `text` not blank (gliner_blank_text).
-inline GlinerInput prepare_gliner_input(tokenizer::Tokenizer const& tok, GlinerConfig const& config,
-                                        std::string_view text, std::vector<std::string> const& labels) {
+// The input of `words` (a text's words, or a window of them, with their offsets in the text). `labels`
+// already deduplicated and non-empty. cut_at_model_max_length false keeps every token (our single-pass mode;
+// GLiNER always cuts).
+inline GlinerInput prepare_gliner_words_input(tokenizer::Tokenizer const& tok, GlinerConfig const& config,
+                                              std::vector<GlinerWord> words, std::vector<std::string> const& labels,
+                                              bool cut_at_model_max_length = true) {
   FLASHDEBERTA_REQUIRE(!labels.empty(), "GLiNER: no labels given");
   GlinerInput in;
-  in.words = split_gliner_words(text, config.max_len);
+  in.words = std::move(words);
   auto const num_labels = static_cast<std::int64_t>(labels.size());
   std::int64_t const prompt_words = 2 * num_labels + 1;
 
@@ -53,7 +59,8 @@ inline GlinerInput prepare_gliner_input(tokenizer::Tokenizer const& tok, GlinerC
   for (auto const& w : in.words) all_words.push_back(w.text);
 
   // Tokens of every word, with the word's index (HF's word_ids).
-  std::optional<std::int64_t> const max_length = tok.model_max_length();
+  std::optional<std::int64_t> const max_length =
+      cut_at_model_max_length ? tok.model_max_length() : std::optional<std::int64_t>();
   std::size_t const room =
       max_length ? static_cast<std::size_t>(std::max<std::int64_t>(*max_length - 2, 0)) : static_cast<std::size_t>(-1);
   std::vector<std::int64_t> ids;
@@ -99,6 +106,12 @@ inline GlinerInput prepare_gliner_input(tokenizer::Tokenizer const& tok, GlinerC
                          "GLiNER: a label's first token lies past the truncated sequence");
   }
   return in;
+}
+
+// GLiNER's input of one text: its first max_len words. `text` not blank (gliner_blank_text).
+inline GlinerInput prepare_gliner_input(tokenizer::Tokenizer const& tok, GlinerConfig const& config,
+                                        std::string_view text, std::vector<std::string> const& labels) {
+  return prepare_gliner_words_input(tok, config, split_gliner_words(text, config.max_len), labels);
 }
 
 }  // namespace flashdeberta

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <filesystem>
+#include <span>
 #include <string>
 #include <utility>
 #include <variant>
@@ -22,6 +23,7 @@
 #include "flashdeberta/gliner/gliner_decoding.hpp"
 #include "flashdeberta/gliner/gliner_inputs.hpp"
 #include "flashdeberta/gliner/gliner_layers.hpp"
+#include "flashdeberta/gliner/gliner_long_text.hpp"
 #include "flashdeberta/gliner/gliner_lstm.hpp"
 #include "flashdeberta/gliner/layers_fuser.hpp"
 #include "flashdeberta/gliner/span_representation.hpp"
@@ -111,22 +113,23 @@ class GLiNER {
     FLASHDEBERTA_REQUIRE(labels.size() == texts.size(),
                          "GLiNER: " << texts.size() << " texts but " << labels.size() << " label lists");
     std::vector<std::vector<GlinerEntity>> out(texts.size());
-    std::vector<GlinerInput> inputs;
+    std::vector<GlinerTextPlan> plans;  // one window per text, except under long_text windows
+    std::vector<GlinerInput> inputs;    // every window of every text: one logits() call
     std::vector<std::size_t> which;
     std::vector<std::vector<std::string>> used;
     for (std::size_t i = 0; i < texts.size(); ++i) {
       if (gliner_blank_text(texts[i])) continue;  // GLiNER: [] and nothing encoded
       used.push_back(dedup_gliner_labels(labels[i]));
-      inputs.push_back(prepare(texts[i], used.back()));
+      plans.push_back(plan_gliner_text(tokenizer_, config_, texts[i], used.back(), options));
+      append_gliner_inputs(tokenizer_, config_, plans.back(), used.back(), options, inputs);
       which.push_back(i);
     }
     std::vector<GlinerLogits> const all = logits(inputs);
-    for (std::size_t j = 0; j < inputs.size(); ++j) {
-      GlinerLogits const& l = all[j];
-      std::vector<GlinerSpan> const spans =
-          config_.token_level() ? decode_gliner_tokens(l.values, l.words, l.labels, options)
-                                : decode_gliner_spans(l.values, l.words, config_.max_width, l.labels, options);
-      out[which[j]] = gliner_entities(texts[which[j]], inputs[j].words, spans, used[j]);
+    std::span<GlinerLogits const> rest(all);
+    for (std::size_t j = 0; j < plans.size(); ++j) {
+      std::span<GlinerLogits const> const windows = rest.first(plans[j].windows.size());
+      rest = rest.subspan(windows.size());
+      out[which[j]] = gliner_text_entities(config_, texts[which[j]], plans[j], windows, used[j], options);
     }
     return out;
   }
