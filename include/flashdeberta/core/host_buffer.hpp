@@ -1,15 +1,23 @@
-// Owning host storage for the host policies: 64-byte aligned, typed at run time.
+// Owning host storage for the host policies: 64-byte aligned, typed at run time. Large blocks come from and
+// go back to the process's HostBlockCache, so repeated forwards of one shape reuse warm pages.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
-#include <new>
 
 #include "flashdeberta/core/dtype.hpp"
+#include "flashdeberta/core/host_block_cache.hpp"
 
 namespace flashdeberta {
+
+namespace detail {
+// Gives a HostBuffer's block back to the cache with the size it was allocated with.
+struct HostBlockRelease {
+  std::size_t bytes = 0;
+  void operator()(std::byte* p) const noexcept { HostBlockCache::instance().release(p, bytes); }
+};
+}  // namespace detail
 
 class HostBuffer {
  public:
@@ -18,10 +26,8 @@ class HostBuffer {
     FLASHDEBERTA_REQUIRE(size >= 0, "cannot allocate a buffer of " << size << " elements");
     std::size_t const bytes = static_cast<std::size_t>(size) * dtype_size(dtype);
     if (bytes > 0) {
-      std::size_t const rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-      void* p = std::aligned_alloc(kAlignment, rounded);
-      if (p == nullptr) throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
-      storage_.reset(static_cast<std::byte*>(p));
+      storage_ = std::unique_ptr<std::byte, detail::HostBlockRelease>(
+          static_cast<std::byte*>(HostBlockCache::instance().allocate(bytes)), detail::HostBlockRelease{bytes});
     }
   }
 
@@ -36,11 +42,7 @@ class HostBuffer {
   }
 
  private:
-  static constexpr std::size_t kAlignment = 64;  // a cache line: full-width SIMD loads never split
-  struct Free {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
-  std::unique_ptr<std::byte, Free> storage_;
+  std::unique_ptr<std::byte, detail::HostBlockRelease> storage_;
   std::int64_t size_ = 0;
   DType dtype_ = DType::kF32;
 };

@@ -2,7 +2,8 @@
 //
 // Linux: MemAvailable of /proc/meminfo (free memory plus the caches the kernel can drop without swapping),
 // bounded by the cgroup v2 limit the process runs under, as in a container, whose own MemAvailable shows the
-// whole machine. Elsewhere: the free physical pages sysconf reports, where it reports them.
+// whole machine. Elsewhere: the free physical pages sysconf reports, where it reports them. Plus what the
+// process's HostBlockCache holds.
 #pragma once
 
 #include <unistd.h>
@@ -12,6 +13,8 @@
 #include <fstream>
 #include <optional>
 #include <string>
+
+#include "flashdeberta/core/host_block_cache.hpp"
 
 namespace flashdeberta {
 
@@ -62,6 +65,8 @@ inline std::optional<std::int64_t> host_available_memory_bytes() {
   }
 #endif
   if (auto const room = detail::cgroup_room_bytes()) available = available ? std::min(*available, *room) : *room;
+  // Blocks held by the host cache are this process's to reuse, though the system counts them as used.
+  if (available) *available += static_cast<std::int64_t>(HostBlockCache::instance().stats().cached_bytes);
   return available;
 }
 
