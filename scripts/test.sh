@@ -5,6 +5,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/install_deps.sh"
 jobs=$(nproc)
+# Each step's start, in seconds since this script began, so a CI log shows where the time goes.
+phase() { echo "== [${SECONDS} s] $*"; }
 build=${FLASHDEBERTA_BUILD_DIR:-$root/build}
 
 # The two builds target different host code: the main build this machine (-march=native: the AVX-512
@@ -14,10 +16,10 @@ build=${FLASHDEBERTA_BUILD_DIR:-$root/build}
 # GPU machine's (the kernels have no code that differs between sm_80 and sm_90); that halves the nvcc time.
 cuda_arch=()
 if ! nvidia-smi >/dev/null 2>&1; then cuda_arch=(-DCMAKE_CUDA_ARCHITECTURES=90); fi
-echo "== build (g++, Release, native): library, tests, examples, benchmarks"
+phase "build (g++, Release, native): library, tests, examples, benchmarks"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DFLASHDEBERTA_NATIVE=ON "${cuda_arch[@]}" >/dev/null
 cmake --build "$build" -j"$jobs"
-echo "== tests"
+phase "tests"
 ctest --test-dir "$build" --output-on-failure -j"$jobs"
 
 # One clang build serves the sanitizer run and the fuzzers: the library, the tests, the CLI and the examples
@@ -25,7 +27,7 @@ ctest --test-dir "$build" --output-on-failure -j"$jobs"
 # targets, which add -fsanitize=fuzzer to the same sanitizers. Kokkos (Debian's is Serial-only; its op tests
 # run in the main build), CUDA and the benchmarks are left out. -O1 and line tables only, as the sanitizer and
 # libFuzzer documentation suggest: half the compile time of -O2 -g (an Eigen test file: 92 s against 180 s).
-echo "== build (clang, -O1, portable, AddressSanitizer + UBSan): library, tests, examples, fuzzers"
+phase "build (clang, -O1, portable, AddressSanitizer + UBSan): library, tests, examples, fuzzers"
 clang_build=$build-clang
 CXX=clang++ cmake -S "$root" -B "$clang_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DFLASHDEBERTA_NATIVE=OFF \
@@ -33,11 +35,11 @@ CXX=clang++ cmake -S "$root" -B "$clang_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   -DFLASHDEBERTA_BUILD_BENCH=OFF -DFLASHDEBERTA_WITH_KOKKOS=OFF -DFLASHDEBERTA_WITH_CUDA=OFF \
   -DFLASHDEBERTA_BUILD_PYTHON=OFF >/dev/null
 cmake --build "$clang_build" -j"$jobs"
-echo "== tests under AddressSanitizer + UBSan"
+phase "tests under AddressSanitizer + UBSan"
 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir "$clang_build" --output-on-failure -j"$jobs"
 
-echo "== libFuzzer: the parsers of untrusted input"
+phase "libFuzzer: the parsers of untrusted input"
 bash "$root/tests/fuzz/run_fuzzers.sh" "$clang_build" "${FLASHDEBERTA_FUZZ_SECONDS:-20}"
-echo "== ThreadSanitizer: one model, head model and tokenizer shared by 8 threads"
+phase "ThreadSanitizer: one model, head model and tokenizer shared by 8 threads"
 bash "$root/tests/concurrency/run_tsan.sh" "$root" "$build-tsan"
-echo "all test steps passed"
+echo "all test steps passed in ${SECONDS} s"

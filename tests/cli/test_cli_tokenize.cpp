@@ -10,6 +10,7 @@
 #include "cli_harness.hpp"
 #include "flashdeberta/tokenizer/tokenizer.hpp"
 
+using flashdeberta::testing::check_one_line_error;
 using flashdeberta::testing::CliResult;
 using flashdeberta::testing::json_lines;
 using flashdeberta::testing::run_cli;
@@ -33,14 +34,6 @@ json expected_json(flashdeberta::Encoding const& e) {
               {"attention_mask", e.attention_mask},
               {"offsets", offsets},
               {"tokens", e.tokens}};
-}
-
-void check_one_line_error(CliResult const& r, int status, std::string const& needle) {
-  CAPTURE(r.err);
-  CHECK(r.status == status);
-  REQUIRE(r.err_lines().size() == 1);
-  CHECK(r.err_lines()[0].rfind("flashdeberta: error: ", 0) == 0);
-  CHECK(r.err.find(needle) != std::string::npos);
 }
 
 }  // namespace
