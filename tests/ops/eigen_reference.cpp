@@ -17,6 +17,7 @@ Host reference_run(GemmCase const& c) { return c.run(eigen_policy()); }
 Host reference_run(LayerNormCase const& c) { return c.run(eigen_policy()); }
 Host reference_run(EmbeddingCase const& c) { return c.run(eigen_policy()); }
 Host reference_run(ConvCase const& c) { return c.run(eigen_policy()); }
+Host reference_run(LstmCellCase const& c) { return c.run(eigen_policy()); }
 // Flash cases too are checked against HF's order of operations (the eager path).
 Host reference_run(AttentionCase const& c) {
   AttentionCase eager = c;

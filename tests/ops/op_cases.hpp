@@ -341,11 +341,57 @@ struct AttentionCase {
   }
 };
 
+// One LSTM step over `rows` rows of `directions` x `units` cells. The gates sit in column views of wider
+// matrices (ld = width + 5), as GLiNER's BiLSTM reads its step's rows; the first step has no recurrent gates and
+// no previous cell; later steps update the cell in place. Returns [hidden (rows, width) ; cell (rows, width)].
+struct LstmCellCase {
+  std::int64_t rows, units, directions;
+  bool first_step;
+  Host gates_in, gates_rec, cell_prev;  // (rows, 4 width + 5), (rows, 4 width + 5), (rows, width)
+
+  LstmCellCase(std::int64_t rows_, std::int64_t units_, std::int64_t directions_, bool first_step_, std::uint32_t seed)
+      : rows(rows_), units(units_), directions(directions_), first_step(first_step_) {
+    std::int64_t const width = units * directions;
+    gates_in = random_values(static_cast<std::size_t>(rows * (4 * width + 5)), 2.0f, seed);
+    gates_rec = random_values(static_cast<std::size_t>(rows * (4 * width + 5)), 1.0f, seed + 1);
+    cell_prev = random_values(static_cast<std::size_t>(rows * width), 1.0f, seed + 2);
+  }
+
+  std::string name() const {
+    return "lstm_cell " + std::to_string(rows) + " rows x " + std::to_string(directions) + " x " +
+           std::to_string(units) + (first_step ? ", first step" : "");
+  }
+
+  template <ExecutionPolicy P>
+  Host run(P const& p) const {
+    std::int64_t const width = units * directions;
+    std::int64_t const ld = 4 * width + 5;
+    auto const in_buf = up(p, gates_in);
+    auto const rec_buf = up(p, gates_rec);
+    auto const cell_buf = p.upload(std::span<float const>(cell_prev), DType::kF32);  // float32 in every dtype
+    auto const hidden = poisoned(p, rows * width);
+    LstmCellArgs args{.gates_in = MatrixRef{in_buf.data(), in_buf.dtype(), rows, 4 * width, ld},
+                      .cell = ref(cell_buf, rows, width),
+                      .hidden = ref(hidden, rows, width),
+                      .directions = directions};
+    if (!first_step) {
+      args.gates_rec = MatrixRef{rec_buf.data(), rec_buf.dtype(), rows, 4 * width, ld};
+      args.cell_prev = args.cell;
+    }
+    p.lstm_cell(args);
+    Host out = down(p, hidden);
+    Host const cell = down(p, cell_buf);
+    out.insert(out.end(), cell.begin(), cell.end());
+    return out;
+  }
+};
+
 // The reference results, computed by EigenPolicy in eigen_reference.cpp.
 Host reference_run(GemmCase const& c);
 Host reference_run(LayerNormCase const& c);
 Host reference_run(EmbeddingCase const& c);
 Host reference_run(ConvCase const& c);
 Host reference_run(AttentionCase const& c);
+Host reference_run(LstmCellCase const& c);
 
 }  // namespace flashdeberta::op_tests

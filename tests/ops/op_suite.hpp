@@ -111,6 +111,13 @@ void conv1d_cases(std::uint32_t seed, Check&& check) {
 // Both implementations, head sizes that are and are not multiples of 32, every combination of position
 // terms, the three relative regimes, and the v1 interleaved q/k/v layout.
 template <class Check>
+void lstm_cell_cases(std::uint32_t seed, Check&& check) {
+  check(LstmCellCase(5, 7, 1, true, seed));
+  check(LstmCellCase(37, 24, 2, false, seed + 10));
+  check(LstmCellCase(64, 256, 2, false, seed + 20));  // GLiNER medium's BiLSTM step at 64 texts
+}
+
+template <class Check>
 void attention_cases(std::uint32_t seed, Check&& check) {
   struct Terms {
     bool c2p, p2c;

@@ -62,6 +62,8 @@ TEST_CASE("kokkos vs eigen: embedding gather") { ops::embedding_cases(kSeed, com
 TEST_CASE("kokkos vs eigen: conv1d over packed sequences with holes") { ops::conv1d_cases(kSeed, compare_at(2e-6)); }
 
 // Flash and eager both against Eigen's eager path, HF's order of operations.
+TEST_CASE("kokkos vs eigen: lstm_cell, one and two directions") { ops::lstm_cell_cases(kSeed, compare_at(1e-6)); }
+
 TEST_CASE("kokkos vs eigen: disentangled attention, eager and flash") { ops::attention_cases(kSeed, compare_at(2e-6)); }
 
 TEST_CASE("kokkos vs eigen: flash attention on contiguous positions") {

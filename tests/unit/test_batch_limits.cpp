@@ -305,6 +305,7 @@ class CountingPolicy {
   void embedding(EmbeddingArgs const& a) const { inner_.embedding(a); }
   void conv1d(Conv1dArgs const& a) const { inner_.conv1d(a); }
   void disentangled_attention(AttentionArgs const& a) const { inner_.disentangled_attention(a); }
+  void lstm_cell(LstmCellArgs const& a) const { inner_.lstm_cell(a); }
   void fence() const {}
 
   ByteCounter& counter() const { return *counter_; }

@@ -4,3 +4,4 @@
 #include "flashdeberta/cuda/kernels/embedding.cuh"
 #include "flashdeberta/cuda/kernels/gemm_f64.cuh"
 #include "flashdeberta/cuda/kernels/layer_norm.cuh"
+#include "flashdeberta/cuda/kernels/lstm_cell.cuh"

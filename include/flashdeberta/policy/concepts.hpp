@@ -27,7 +27,7 @@ concept ExecutionPolicy = std::copy_constructible<P> && PolicyBuffer<typename P:
     requires(P const& p, std::int64_t n, DType t, std::span<float const> host_f32,
              std::span<std::int32_t const> host_i32, std::span<float> host_out, typename P::Buffer const& buffer,
              GemmArgs const& gemm, LayerNormArgs const& layer_norm, EmbeddingArgs const& embedding,
-             Conv1dArgs const& conv, AttentionArgs const& attention) {
+             Conv1dArgs const& conv, AttentionArgs const& attention, LstmCellArgs const& lstm) {
   { P::name() } -> std::convertible_to<char const*>;
   { p.compute_dtype() } -> std::same_as<DType>;
   { p.allocate(n, t) } -> std::same_as<typename P::Buffer>;
@@ -39,6 +39,7 @@ concept ExecutionPolicy = std::copy_constructible<P> && PolicyBuffer<typename P:
   p.embedding(embedding);
   p.conv1d(conv);
   p.disentangled_attention(attention);
+  p.lstm_cell(lstm);
   p.fence();
 };
 

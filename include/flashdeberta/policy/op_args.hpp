@@ -1,4 +1,4 @@
-// The closed set of operations a DeBERTa forward pass needs, as argument structs.
+// The closed set of operations the DeBERTa and GLiNER forward passes need, as argument structs.
 //
 // Layers fill these; each execution policy implements one function per struct. Pointers refer to the
 // policy's memory space. Shapes are given as (rows, cols) comments; T is the number of packed tokens.
@@ -75,6 +75,45 @@ struct Conv1dArgs {
   MatrixRef out;  // (T, C)
   SequenceLayout sequences;
 };
+
+// One time step of an LSTM over a batch of rows, for `directions` independent directions side by side (a
+// BiLSTM's forward and reverse cells run in one call), PyTorch's gate order i, f, g, o:
+//   z = gates_in + gates_rec;  c = sigmoid(z_f) c_prev + sigmoid(z_i) tanh(z_g);  h = sigmoid(z_o) tanh(c)
+// Direction d reads gate columns [4 H d, 4 H (d + 1)) and writes columns [H d, H (d + 1)) of cell and hidden.
+// The cell state is float32 whatever the compute dtype (as cuDNN keeps it), so that 16-bit rounding does
+// not build up over hundreds of steps; h is stored in the compute dtype, as the next step's GEMM reads it.
+struct LstmCellArgs {
+  MatrixRef gates_in;   // (B, 4 H directions): W_ih x + b_ih + b_hh
+  MatrixRef gates_rec;  // (B, 4 H directions): W_hh h_prev; empty at the first step (zero)
+  MatrixRef cell_prev;  // (B, H directions) float32; empty at the first step (zero); may alias cell
+  MatrixRef cell;       // (B, H directions) float32
+  MatrixRef hidden;     // (B, H directions)
+  std::int64_t directions = 1;
+};
+
+// H of an LstmCellArgs, after checking that its shapes agree; the backends' common precondition.
+inline std::int64_t lstm_cell_units(LstmCellArgs const& a) {
+  std::int64_t const dirs = a.directions;
+  FLASHDEBERTA_REQUIRE(dirs >= 1 && a.hidden.cols % dirs == 0,
+                       "lstm_cell: " << a.hidden.cols << " hidden columns do not split into " << dirs << " directions");
+  std::int64_t const units = a.hidden.cols / dirs;
+  std::int64_t const rows = a.hidden.rows;
+  auto const agrees = [&](MatrixRef const& m, std::int64_t cols) { return m.rows == rows && m.cols == cols; };
+  FLASHDEBERTA_REQUIRE(agrees(a.gates_in, 4 * units * dirs) && agrees(a.cell, units * dirs) &&
+                           (a.gates_rec.empty() || agrees(a.gates_rec, 4 * units * dirs)) &&
+                           (a.cell_prev.empty() || agrees(a.cell_prev, units * dirs)),
+                       "lstm_cell shapes do not agree: gates_in ("
+                           << a.gates_in.rows << ", " << a.gates_in.cols << "), cell (" << a.cell.rows << ", "
+                           << a.cell.cols << "), hidden (" << rows << ", " << a.hidden.cols << "), " << dirs
+                           << " directions");
+  FLASHDEBERTA_REQUIRE(a.cell.dtype == DType::kF32 && (a.cell_prev.empty() || a.cell_prev.dtype == DType::kF32),
+                       "lstm_cell keeps its cell state in F32, not " << dtype_name(a.cell.dtype));
+  FLASHDEBERTA_REQUIRE(
+      a.gates_in.dtype == a.hidden.dtype && (a.gates_rec.empty() || a.gates_rec.dtype == a.hidden.dtype),
+      "lstm_cell gates and hidden state must share one dtype: gates_in " << dtype_name(a.gates_in.dtype) << ", hidden "
+                                                                         << dtype_name(a.hidden.dtype));
+  return units;
+}
 
 // Disentangled self-attention over packed sequences (spec 4.3):
 //   S[h, i, j] = (q_i . k_j + [c2p] q_i . pos_key[delta(i, j)] + [p2c] k_j . pos_query[delta(i, j)]) / scale

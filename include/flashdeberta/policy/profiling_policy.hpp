@@ -23,8 +23,8 @@
 
 namespace flashdeberta {
 
-enum class ProfiledOp { kGemm, kLayerNorm, kEmbedding, kConv1d, kAttention };
-inline constexpr std::size_t kProfiledOpCount = 5;
+enum class ProfiledOp { kGemm, kLayerNorm, kEmbedding, kConv1d, kAttention, kLstmCell };
+inline constexpr std::size_t kProfiledOpCount = 6;
 
 inline char const* profiled_op_name(ProfiledOp op) {
   switch (op) {
@@ -38,6 +38,8 @@ inline char const* profiled_op_name(ProfiledOp op) {
       return "conv1d";
     case ProfiledOp::kAttention:
       return "attention";
+    case ProfiledOp::kLstmCell:
+      return "lstm_cell";
   }
   return "?";
 }
@@ -131,6 +133,9 @@ class ProfilingPolicy {
   }
   void disentangled_attention(AttentionArgs const& args) const {
     timed(ProfiledOp::kAttention, attention_flops(args), [&] { inner_.disentangled_attention(args); });
+  }
+  void lstm_cell(LstmCellArgs const& args) const {
+    timed(ProfiledOp::kLstmCell, 0.0, [&] { inner_.lstm_cell(args); });
   }
   void fence() const { inner_.fence(); }
 

@@ -313,6 +313,11 @@ class CudaPolicy {
     cuda_kernels::bias_activation(c.out, nullptr, c.activation, stream());
   }
 
+  void lstm_cell(LstmCellArgs const& a) const {
+    context_->activate();
+    cuda_kernels::lstm_cell(a, stream());
+  }
+
   // What prepare_relative keeps for a layer (PreparesRelativeTables, concepts.hpp): its relative tables
   // re-indexed by position difference for every sequence length (attention/by_diff_tables.cuh), so that the
   // attention kernel does not rebuild them at every call; about 2.4 MB per table for deberta-v3-base in bf16.

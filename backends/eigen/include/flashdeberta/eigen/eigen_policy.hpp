@@ -136,6 +136,10 @@ class EigenPolicy {
       eigen_ops::attention_flash(args, threads_);
     }
   }
+  void lstm_cell(LstmCellArgs const& args) const {
+    eigen_detail::OmpThreadsScope const scope(threads_);
+    eigen_ops::lstm_cell(args, threads_);
+  }
   void fence() const {}  // every operation is synchronous
 
   std::optional<std::int64_t> available_memory_bytes() const { return host_available_memory_bytes(); }

@@ -160,6 +160,10 @@ class KokkosPolicy {
       kokkos_ops::attention_flash(space_, args);
     }
   }
+  void lstm_cell(LstmCellArgs const& args) const {
+    auto const lock = kokkos_detail::launch_lock<ExecSpace>();
+    kokkos_ops::lstm_cell(space_, args);
+  }
   void fence() const { space_.fence(); }
 
   // Host memory spaces report what the host has available; Kokkos has no portable query for device memory,

@@ -47,6 +47,9 @@ void layer_norm(LayerNormArgs const& n, cudaStream_t stream);
 void embedding(EmbeddingArgs const& e, cudaStream_t stream);
 void im2col(Conv1dArgs const& c, void* columns, cudaStream_t stream);
 
+// kernels/lstm_cell.cuh: one LSTM step's gates and state update (the recurrent GEMM runs before it).
+void lstm_cell(LstmCellArgs const& a, cudaStream_t stream);
+
 // kernels/gemm_f64.cuh: GemmArgs::accumulate_f64, float32 operands.
 void gemm_accumulate_f64(GemmArgs const& g, cudaStream_t stream);
 

@@ -1,4 +1,5 @@
-// Eigen/OpenMP implementations of the dense operations: GEMM with epilogue, LayerNorm, embedding, conv1d.
+// Eigen/OpenMP implementations of the dense operations: GEMM with epilogue, LayerNorm, embedding, conv1d, the
+// LSTM cell.
 #pragma once
 
 #include <algorithm>
@@ -174,6 +175,38 @@ inline void conv1d(Conv1dArgs const& c, int threads) {
     }
   }
   apply_bias_activation(c.out, static_cast<float const*>(c.bias), c.activation, threads);
+}
+
+// Rows split across threads; libm's expf and tanhf, as PyTorch's CPU LSTM cell.
+inline void lstm_cell(LstmCellArgs const& a, int threads) {
+  std::int64_t const units = lstm_cell_units(a);
+  require_f32(a.gates_in, "lstm_cell gates");
+  require_f32(a.hidden, "lstm_cell hidden state");
+  bool const has_rec = !a.gates_rec.empty();
+  bool const has_prev = !a.cell_prev.empty();
+  auto const sigmoid = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t r = 0; r < a.hidden.rows; ++r) {
+    float const* in = a.gates_in.as<float>() + r * a.gates_in.ld;
+    float const* rec = has_rec ? a.gates_rec.as<float>() + r * a.gates_rec.ld : nullptr;
+    float const* prev = has_prev ? a.cell_prev.as<float>() + r * a.cell_prev.ld : nullptr;
+    float* cell = a.cell.as<float>() + r * a.cell.ld;
+    float* hidden = a.hidden.as<float>() + r * a.hidden.ld;
+    for (std::int64_t d = 0; d < a.directions; ++d) {
+      for (std::int64_t j = 0; j < units; ++j) {
+        std::int64_t const g = 4 * units * d + j;
+        auto const z = [&](std::int64_t gate) {
+          std::int64_t const c = g + gate * units;
+          return rec != nullptr ? in[c] + rec[c] : in[c];
+        };
+        std::int64_t const u = units * d + j;
+        float const c_prev = prev != nullptr ? prev[u] : 0.0f;
+        float const c = sigmoid(z(1)) * c_prev + sigmoid(z(0)) * std::tanh(z(2));
+        cell[u] = c;
+        hidden[u] = sigmoid(z(3)) * std::tanh(c);
+      }
+    }
+  }
 }
 
 }  // namespace flashdeberta::eigen_ops

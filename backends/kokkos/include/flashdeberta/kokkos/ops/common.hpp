@@ -18,9 +18,11 @@ namespace math {
 #if KOKKOS_VERSION >= 30700
 using Kokkos::exp;
 using Kokkos::sqrt;
+using Kokkos::tanh;
 #else
 using Kokkos::Experimental::exp;
 using Kokkos::Experimental::sqrt;
+using Kokkos::Experimental::tanh;
 #endif
 }  // namespace math
 

@@ -1,4 +1,4 @@
-// Kokkos kernels of the row-wise dense operations: LayerNorm with residual, embedding gather, conv1d.
+// Kokkos kernels of the row-wise dense operations: LayerNorm with residual, embedding gather, conv1d, LSTM cell.
 #pragma once
 
 #include "flashdeberta/kokkos/ops/common.hpp"
@@ -142,6 +142,39 @@ void conv1d(ExecSpace const& space, Conv1dArgs const& args) {
           for (std::int64_t i = 0; i < group_width * kernel; ++i) sum += in[i] * w[i];
           out(t, o) = apply_activation(act, sum + (bias != nullptr ? bias[o] : 0.0f));
         });
+      });
+}
+
+// One work item per (row, direction, unit): the four gates of a unit are read together, the cell and
+// hidden values written once.
+template <class ExecSpace>
+void lstm_cell(ExecSpace const& space, LstmCellArgs const& args) {
+  std::int64_t const units = lstm_cell_units(args);
+  Strided<float const> const gates_in = cstrided(args.gates_in, "lstm_cell gates");
+  bool const has_rec = !args.gates_rec.empty();
+  bool const has_prev = !args.cell_prev.empty();
+  Strided<float const> const gates_rec = has_rec ? cstrided(args.gates_rec, "lstm_cell recurrent gates") : gates_in;
+  Strided<float> const cell = strided(args.cell, "lstm_cell cell state");
+  Strided<float const> const cell_prev = has_prev ? cstrided(args.cell_prev, "lstm_cell previous cell state")
+                                                  : Strided<float const>{cell.data, cell.rows, cell.cols, cell.ld};
+  Strided<float> const hidden = strided(args.hidden, "lstm_cell hidden state");
+  std::int64_t const width = hidden.cols;  // directions x units
+  Kokkos::parallel_for(
+      "flashdeberta::lstm_cell", Kokkos::RangePolicy<ExecSpace>(space, 0, hidden.rows * width),
+      KOKKOS_LAMBDA(std::int64_t idx) {
+        std::int64_t const r = idx / width;
+        std::int64_t const u = idx % width;
+        std::int64_t const g = 4 * units * (u / units) + u % units;  // gate i of this unit
+        float z[4];
+        for (int q = 0; q < 4; ++q) {
+          z[q] = gates_in(r, g + q * units);
+          if (has_rec) z[q] += gates_rec(r, g + q * units);
+        }
+        auto const sigmoid = [](float x) { return 1.0f / (1.0f + math::exp(-x)); };
+        float const c_prev = has_prev ? cell_prev(r, u) : 0.0f;
+        float const c = sigmoid(z[1]) * c_prev + sigmoid(z[0]) * math::tanh(z[2]);
+        cell(r, u) = c;
+        hidden(r, u) = sigmoid(z[3]) * math::tanh(c);
       });
 }
 
