@@ -1,7 +1,8 @@
 // The building blocks of GLiNER's layers over an execution policy: tensors read from the checkpoint by their
 // GLiNER names (a missing one is refused, where GLiNER's strict=False load would keep a random value), the
 // Linear layer as a policy GEMM with its bias and activation epilogue, create_projection_layer's
-// Linear -> ReLU -> Linear, and the host <-> policy transfers around the steps that run on the host.
+// Linear -> ReLU -> Linear, the row gathers that assemble the batched layers' inputs, and the host <-> policy
+// transfers around the steps that run on the host.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +59,50 @@ HostMatrix to_host(P const& p, PolicyMatrix<P> const& m) {
   }
   return host;
 }
+
+template <ExecutionPolicy P>
+typename P::Buffer upload_rows(P const& p, std::vector<std::int32_t> const& rows) {
+  return p.upload_indices(std::span<std::int32_t const>(rows));
+}
+
+// out row r = table row rows[r]: the embedding op without position or token-type tables. table and out may be
+// column ranges of wider matrices (the op keeps their ld), which is how the batched layers build their
+// concatenations in place.
+template <ExecutionPolicy P>
+void gather_rows(P const& p, MatrixRef table, typename P::Buffer const& rows, MatrixRef out) {
+  FLASHDEBERTA_ASSERT(rows.size() == out.rows && rows.dtype() == DType::kI32);
+  if (out.rows == 0) return;
+  p.embedding({.ids = static_cast<std::int32_t const*>(rows.data()), .word = table, .out = out});
+}
+
+// A row of zeros in policy memory: the policies allocate uninitialized and have no fill op, so the zero row
+// that ends each gathered-from matrix (gliner_batch.hpp) is gathered from this one.
+template <ExecutionPolicy P>
+class GlinerZeroRow {
+ public:
+  GlinerZeroRow() = default;
+
+  static GlinerZeroRow make(P const& p, std::int64_t width) {
+    GlinerZeroRow z;
+    z.width_ = width;
+    z.row_ =
+        p.upload(std::span<float const>(std::vector<float>(static_cast<std::size_t>(width), 0.0f)), p.compute_dtype());
+    z.index_ = upload_rows(p, std::vector<std::int32_t>{0});
+    return z;
+  }
+
+  // Zeros the last row of m.
+  void fill_last_row(P const& p, MatrixRef m) const {
+    FLASHDEBERTA_REQUIRE(m.cols <= width_ && m.rows > 0,
+                         "GLiNER: a zero row of " << width_ << " columns cannot fill a row of " << m.cols);
+    gather_rows(p, MatrixRef{row_->data(), row_->dtype(), 1, m.cols, width_}, *index_, m.row_range(m.rows - 1, 1));
+  }
+
+ private:
+  std::int64_t width_ = 0;
+  std::optional<typename P::Buffer> row_;    // (1, width)
+  std::optional<typename P::Buffer> index_;  // {0}
+};
 
 // GLiNER tensors by their state-dict names (docs/gliner.md section 8), shape-checked.
 class GlinerTensors {
@@ -158,9 +203,10 @@ class GlinerMlp {
   // `act` is applied after the second Linear (the ReLU GLiNER applies to a concatenation of outputs).
   void forward_into(P const& p, MatrixRef x, MatrixRef out, Activation act = Activation::kIdentity) const {
     if (x.rows == 0) return;
+    // `hidden` is freed on return without a fence, as the encoder frees its activations: host policies have
+    // finished by then, CudaPolicy's cache hands the block out again only to work queued behind this GEMM.
     PolicyMatrix<P> const hidden = first_.forward(p, x, Activation::kRelu);
     second_.forward_into(p, hidden.ref(), out, act);
-    p.fence();  // `hidden` is freed on return
   }
 
   PolicyMatrix<P> forward(P const& p, MatrixRef x, Activation act = Activation::kIdentity) const {

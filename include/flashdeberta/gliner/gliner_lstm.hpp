@@ -1,21 +1,68 @@
 // GLiNER's LstmSeq2SeqEncoder (docs/gliner.md section 4.3): nn.LSTM(D, D/2, num_layers, bidirectional,
-// batch_first) over one text's words, packed by its word count, so each text runs alone over its own words.
+// batch_first) over each text's words, packed by its word count: every text runs over its own words only,
+// and all texts of a batch run together, on the policy.
 //
-// The input side of every step (W_ih x + b_ih + b_hh, both directions) is one policy GEMM over all words;
-// the recurrence (W_hh h and the gates) runs on the host in float32: it is sequential over the words and
-// a (4 D/2, D/2) matrix-vector product per step, which no policy op expresses and which is too small to
-// gain from a device (a CUDA version would want a persistent kernel; until then the host does it).
+// The texts are packed as pack_padded_sequence does: sorted by word count, longest first, so that the texts
+// still running at step s are the first B_s of that order, and the rows of step s are one contiguous block of a
+// step-major matrix. The reverse direction's step s reads word n - 1 - s of each text, so both directions run
+// the same B_s texts at every step and share it:
+//   input side   both directions' W_ih x + b_ih + b_hh, two GEMMs over all words (gathered in each
+//                direction's step-major order) into one (W, 8 H) matrix;
+//   each step    one GEMM of the previous step's [h_fwd | h_rev] (B_s, 2 H) by the block-diagonal
+//                [W_hh_fwd 0; 0 W_hh_rev] (8 H, 2 H), then one lstm_cell over both directions.
+// The block-diagonal weight doubles the recurrent products, which cost nothing next to a launch at these sizes
+// (a (64, 512) x (512, 2048) step on a GPU), in exchange for one GEMM per step instead of two.
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include "flashdeberta/gliner/gliner_layers.hpp"
 
 namespace flashdeberta {
+
+// The step-major order of a batch of texts of n_i words (word_offset, GlinerBatch), both directions.
+struct LstmPacking {
+  std::vector<std::int64_t> step_offset{0};  // (N + 1) rows of step s: [step_offset[s], step_offset[s + 1])
+  std::vector<std::int32_t> forward_words;   // (W) text-order word read at each step-major row, forward
+  std::vector<std::int32_t> reverse_words;   // (W) the same, reverse direction
+  std::vector<std::int32_t> forward_rows;    // (W) step-major row of each text-order word, forward
+  std::vector<std::int32_t> reverse_rows;    // (W) the same, reverse direction
+
+  explicit LstmPacking(std::vector<std::int64_t> const& word_offset) {
+    auto const texts = static_cast<std::int64_t>(word_offset.size()) - 1;
+    std::int64_t const words = word_offset.back();
+    auto const length = [&](std::int64_t i) { return word_offset[i + 1] - word_offset[i]; };
+    std::vector<std::int64_t> order(static_cast<std::size_t>(texts));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) { return length(a) > length(b); });
+    std::int64_t const steps = texts > 0 ? length(order.front()) : 0;
+    forward_words.reserve(static_cast<std::size_t>(words));
+    reverse_words.reserve(static_cast<std::size_t>(words));
+    forward_rows.resize(static_cast<std::size_t>(words));
+    reverse_rows.resize(static_cast<std::size_t>(words));
+    for (std::int64_t s = 0; s < steps; ++s) {
+      for (std::int64_t i : order) {
+        std::int64_t const n = length(i);
+        if (n <= s) break;
+        auto const row = static_cast<std::int32_t>(forward_words.size());
+        std::int64_t const fwd = word_offset[i] + s;
+        std::int64_t const rev = word_offset[i] + n - 1 - s;
+        forward_words.push_back(static_cast<std::int32_t>(fwd));
+        reverse_words.push_back(static_cast<std::int32_t>(rev));
+        forward_rows[fwd] = row;
+        reverse_rows[rev] = row;
+      }
+      step_offset.push_back(static_cast<std::int64_t>(forward_words.size()));
+    }
+  }
+
+  std::int64_t steps() const { return static_cast<std::int64_t>(step_offset.size()) - 1; }
+  std::int64_t rows_of(std::int64_t s) const { return step_offset[s + 1] - step_offset[s]; }
+};
 
 template <ExecutionPolicy P>
 class GlinerBiLstm {
@@ -29,18 +76,20 @@ class GlinerBiLstm {
     lstm.half_ = half;
     for (std::int64_t l = 0; l < layers; ++l) {
       Layer layer;
-      HostMatrix input(8 * half, hidden);  // forward rows then reverse rows
-      std::vector<float> bias(static_cast<std::size_t>(8 * half));
+      HostMatrix recurrent(8 * half, 2 * half);  // block-diagonal: forward rows read h_fwd, reverse rows h_rev
       for (int dir = 0; dir < 2; ++dir) {
         std::string const suffix = "_l" + std::to_string(l) + (dir == 1 ? "_reverse" : "");
         HostMatrix const w_ih = t.matrix("rnn.lstm.weight_ih" + suffix, 4 * half, hidden);
-        std::copy(w_ih.values.begin(), w_ih.values.end(), input.row(dir * 4 * half));
         std::vector<float> const b_ih = t.read("rnn.lstm.bias_ih" + suffix, {4 * half});
         std::vector<float> const b_hh = t.read("rnn.lstm.bias_hh" + suffix, {4 * half});
-        for (std::int64_t i = 0; i < 4 * half; ++i) bias[dir * 4 * half + i] = b_ih[i] + b_hh[i];
-        layer.recurrent[dir] = t.matrix("rnn.lstm.weight_hh" + suffix, 4 * half, half);
+        std::vector<float> bias(static_cast<std::size_t>(4 * half));
+        for (std::int64_t i = 0; i < 4 * half; ++i) bias[i] = b_ih[i] + b_hh[i];
+        layer.input[dir] = GlinerLinear<P>::from_host(p, w_ih, bias);
+        HostMatrix const w_hh = t.matrix("rnn.lstm.weight_hh" + suffix, 4 * half, half);
+        for (std::int64_t r = 0; r < 4 * half; ++r)
+          std::copy_n(w_hh.row(r), half, recurrent.row(dir * 4 * half + r) + dir * half);
       }
-      layer.input = GlinerLinear<P>::from_host(p, input, bias);
+      layer.recurrent = GlinerLinear<P>::from_host(p, recurrent, {});
       lstm.layers_.push_back(std::move(layer));
     }
     return lstm;
@@ -48,50 +97,57 @@ class GlinerBiLstm {
 
   bool empty() const { return layers_.empty(); }
 
-  // words (n, D) -> (n, D) = [forward | backward] of the last layer.
-  HostMatrix forward(P const& p, HostMatrix words) const {
+  // words (W, D), text i at rows [word_offset[i], word_offset[i + 1]), overwritten with the last layer's
+  // [forward | backward] outputs (W, D).
+  void forward(P const& p, MatrixRef words, std::vector<std::int64_t> const& word_offset) const {
+    std::int64_t const w = words.rows;
+    if (w == 0) return;
+    LstmPacking const pack(word_offset);
+    FLASHDEBERTA_REQUIRE(pack.step_offset.back() == w,
+                         "GLiNER BiLSTM: " << w << " word rows but the texts hold " << pack.step_offset.back());
+    std::int64_t const h = half_;
+    std::int64_t const running = pack.rows_of(0);  // B_0: every text with words
+    auto const forward_words = upload_rows(p, pack.forward_words);
+    auto const reverse_words = upload_rows(p, pack.reverse_words);
+    auto const forward_rows = upload_rows(p, pack.forward_rows);
+    auto const reverse_rows = upload_rows(p, pack.reverse_rows);
+    PolicyMatrix<P> const x = allocate_matrix(p, w, 2 * words.cols);       // [x fwd order | x rev order]
+    PolicyMatrix<P> const gates = allocate_matrix(p, w, 8 * h);            // step-major, [fwd | rev]
+    PolicyMatrix<P> const states = allocate_matrix(p, w, 2 * h);           // step-major h, [fwd | rev]
+    PolicyMatrix<P> const recurrent = allocate_matrix(p, running, 8 * h);  // one step's W_hh h_prev
+    typename P::Buffer const cell_buffer = p.allocate(running * 2 * h, DType::kF32);
+    MatrixRef const cell{cell_buffer.data(), DType::kF32, running, 2 * h, 2 * h};
     for (Layer const& layer : layers_) {
-      if (words.rows == 0) break;
-      PolicyMatrix<P> const x = to_policy(p, words);
-      HostMatrix const gates_in = to_host(p, layer.input.forward(p, x.ref()));  // (n, 8 half)
-      HostMatrix out(words.rows, 2 * half_);
-      for (int dir = 0; dir < 2; ++dir) run_direction(layer.recurrent[dir], gates_in, dir, out);
-      words = std::move(out);
+      std::int64_t const in = words.cols;
+      gather_rows(p, words, forward_words, x.ref().columns(0, in));
+      gather_rows(p, words, reverse_words, x.ref().columns(in, in));
+      layer.input[0].forward_into(p, x.ref().columns(0, in), gates.ref().columns(0, 4 * h));
+      layer.input[1].forward_into(p, x.ref().columns(in, in), gates.ref().columns(4 * h, 4 * h));
+      for (std::int64_t s = 0; s < pack.steps(); ++s) {
+        std::int64_t const rows = pack.rows_of(s);
+        LstmCellArgs step{.gates_in = gates.ref().row_range(pack.step_offset[s], rows),
+                          .cell = cell.row_range(0, rows),
+                          .hidden = states.ref().row_range(pack.step_offset[s], rows),
+                          .directions = 2};
+        if (s > 0) {
+          // The texts still running are the first `rows` of the previous step's.
+          layer.recurrent.forward_into(p, states.ref().row_range(pack.step_offset[s - 1], rows),
+                                       recurrent.ref().row_range(0, rows));
+          step.gates_rec = recurrent.ref().row_range(0, rows);
+          step.cell_prev = step.cell;
+        }
+        p.lstm_cell(step);
+      }
+      gather_rows(p, states.ref().columns(0, h), forward_rows, words.columns(0, h));
+      gather_rows(p, states.ref().columns(h, h), reverse_rows, words.columns(h, h));
     }
-    return words;
   }
 
  private:
   struct Layer {
-    GlinerLinear<P> input;    // (8 half, in): W_ih of both directions, bias b_ih + b_hh
-    HostMatrix recurrent[2];  // W_hh (4 half, half) per direction
+    GlinerLinear<P> input[2];   // W_ih (4 H, in) per direction, bias b_ih + b_hh
+    GlinerLinear<P> recurrent;  // block-diagonal W_hh (8 H, 2 H), no bias
   };
-
-  static float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
-  // PyTorch's gate order i, f, g, o; zero initial states.
-  void run_direction(HostMatrix const& w_hh, HostMatrix const& gates_in, int dir, HostMatrix& out) const {
-    std::int64_t const n = gates_in.rows;
-    std::int64_t const h = half_;
-    std::vector<float> state(static_cast<std::size_t>(h), 0.0f);
-    std::vector<float> cell(static_cast<std::size_t>(h), 0.0f);
-    std::vector<float> g(static_cast<std::size_t>(4 * h));
-    for (std::int64_t step = 0; step < n; ++step) {
-      std::int64_t const t = dir == 0 ? step : n - 1 - step;
-      float const* in = gates_in.row(t) + dir * 4 * h;
-      for (std::int64_t r = 0; r < 4 * h; ++r) {
-        float const* w = w_hh.row(r);
-        float acc = 0.0f;
-        for (std::int64_t j = 0; j < h; ++j) acc += w[j] * state[j];
-        g[r] = in[r] + acc;
-      }
-      for (std::int64_t j = 0; j < h; ++j) {
-        cell[j] = sigmoid(g[h + j]) * cell[j] + sigmoid(g[j]) * std::tanh(g[2 * h + j]);
-        state[j] = sigmoid(g[3 * h + j]) * std::tanh(cell[j]);
-        out.row(t)[dir * h + j] = state[j];
-      }
-    }
-  }
 
   std::int64_t half_ = 0;
   std::vector<Layer> layers_;

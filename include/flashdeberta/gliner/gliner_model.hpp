@@ -5,11 +5,13 @@
 //   auto entities = ner.predict_entities({"Paris is the capital of France."}, {"city", "country"},
 //                                        {.threshold = 0.5});  // per text: {start, end, text, label, score}
 //
-// Where each step runs: the backbone, the projection, the BiLSTM's input GEMM, every Linear of the span
-// layers, prompt_rep_layer, LayersFuser's squeeze and output projection, the scorer and the span x label logits are
-// policy GEMMs. The word and label gathers, the LSTM recurrence, the span concatenations and windows, and the decoding
-// run on the host (each file says why). Each text of a batch is one packed sequence: no padding, its own labels,
-// GLiNER's batch-of-one results (docs/gliner.md section 7).
+// Where each step runs: everything between the tokenizer and the decoding runs on the policy, for all texts of a
+// call at once: one packed backbone forward, the word and label-prompt gathers, the BiLSTM (all texts packed,
+// one GEMM and one lstm_cell per step), the span layers and prompt_rep_layer over every text's rows, then one
+// span x label GEMM per text (texts differ in labels) into one buffer, downloaded once. Each text keeps its own
+// words and labels: GLiNER's batch-of-one results (docs/gliner.md section 7). On the host, batched over the
+// texts: LayersFuser's per-text gates, markerV1's mean, the conv_max/mean/sum pooling and the token-level
+// scorer's pair matrix (the files say why).
 #pragma once
 
 #include <filesystem>
@@ -19,6 +21,7 @@
 #include <variant>
 #include <vector>
 
+#include "flashdeberta/gliner/gliner_batch.hpp"
 #include "flashdeberta/gliner/gliner_config.hpp"
 #include "flashdeberta/gliner/gliner_decoding.hpp"
 #include "flashdeberta/gliner/gliner_inputs.hpp"
@@ -61,40 +64,58 @@ class GLiNER {
     return prepare_gliner_input(tokenizer_, config_, text, labels);
   }
 
-  // Logits of prepared texts, all in one packed backbone forward.
+  // Logits of prepared texts: one packed backbone forward, GLiNER's layers over all texts together, one download.
   std::vector<GlinerLogits> logits(std::vector<GlinerInput> const& inputs) const {
     std::vector<GlinerLogits> out(inputs.size());
     if (inputs.empty()) return out;
     std::vector<std::vector<std::int32_t>> sequences;
     for (auto const& in : inputs) sequences.emplace_back(in.input_ids.begin(), in.input_ids.end());
     Batch const batch = Batch::from_sequences(sequences);
-    HostMatrix const tokens = token_vectors(batch);  // (T, D)
+    GlinerBatch const layout = GlinerBatch::make(inputs, batch);
+    P const& p = policy_;
     std::int64_t const d = config_.hidden_size;
+    std::int64_t const w = layout.words();
+    PolicyMatrix<P> const tokens = token_vectors(batch);         // (T + 1, D), row T zero
+    PolicyMatrix<P> const words = allocate_matrix(p, w + 1, d);  // (W + 1, D), row W zero
+    gather_rows(p, tokens.ref(), upload_rows(p, layout.word_rows), words.ref().row_range(0, w));
+    zero_.fill_last_row(p, words.ref());
+    PolicyMatrix<P> const prompts = allocate_matrix(p, layout.labels(), d);  // (C, D)
+    gather_rows(p, tokens.ref(), upload_rows(p, layout.label_rows), prompts.ref());
+    if (!lstm_.empty()) lstm_.forward(p, words.ref().row_range(0, w), layout.word_offset);
+
+    // Text i's values start at first[i] of one flat buffer.
+    std::vector<std::int64_t> first(inputs.size() + 1, 0);
+    std::int64_t const per_word = config_.token_level() ? 3 : config_.max_width;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      GlinerInput const& in = inputs[i];
-      std::int64_t const first = batch.cu_seqlens[i];
-      std::int64_t const n = in.num_words();
-      auto const c = static_cast<std::int64_t>(in.label_tokens.size());
-      HostMatrix words(n, d);  // slots of words cut off by truncation stay zero
-      for (std::size_t t = 0; t < in.words_mask.size(); ++t) {
-        std::int64_t const slot = in.words_mask[t];
-        if (slot > 0 && slot <= n) std::copy_n(tokens.row(first + t), d, words.row(slot - 1));
+      auto const n = static_cast<std::int64_t>(i);
+      first[i + 1] = first[i] + layout.words_of(n) * per_word * layout.labels_of(n);
+    }
+    PolicyMatrix<P> values;
+    if (config_.token_level()) {
+      values = scorer_.forward(p, words.ref().row_range(0, w), prompts.ref(), layout);  // (sum n_i C_i, 3)
+    } else {
+      std::int64_t const kk = config_.max_width;
+      PolicyMatrix<P> const reps = span_layer_.forward(p, words, layout, zero_);  // (W K, D)
+      PolicyMatrix<P> const q = prompt_rep_.forward(p, prompts.ref());            // (C, D)
+      values = allocate_matrix(p, first.back(), 1);
+      std::size_t const element = dtype_size(values.buffer.dtype());
+      for (std::size_t i = 0; i < inputs.size(); ++i) {
+        auto const n = static_cast<std::int64_t>(i);
+        std::int64_t const rows = layout.words_of(n) * kk;
+        std::int64_t const c = layout.labels_of(n);
+        if (rows == 0 || c == 0) continue;
+        MatrixRef const scores{static_cast<char*>(values.buffer.data()) + first[i] * element, values.buffer.dtype(),
+                               rows, c, c};  // (n_i K, C_i)
+        p.gemm({.a = reps.ref().row_range(layout.word_offset[i] * kk, rows),
+                .b = q.ref().row_range(layout.label_offset[i], c),
+                .out = scores});
       }
-      HostMatrix prompts(c, d);
-      for (std::int64_t l = 0; l < c; ++l) std::copy_n(tokens.row(first + in.label_tokens[l]), d, prompts.row(l));
-      if (!lstm_.empty()) words = lstm_.forward(policy_, std::move(words));
-      out[i].words = n;
-      out[i].labels = c;
-      if (config_.token_level()) {
-        out[i].values = scorer_.forward(policy_, words, prompts).values;
-      } else {
-        PolicyMatrix<P> const reps = span_layer_.forward(policy_, words);  // (n K, D)
-        PolicyMatrix<P> const pp = to_policy(policy_, prompts);
-        PolicyMatrix<P> const q = prompt_rep_.forward(policy_, pp.ref());  // (C, D)
-        PolicyMatrix<P> logits = allocate_matrix(policy_, reps.rows, c);
-        if (reps.rows > 0) policy_.gemm({.a = reps.ref(), .b = q.ref(), .out = logits.ref()});
-        out[i].values = to_host(policy_, logits).values;
-      }
+    }
+    HostMatrix const all = to_host(p, PolicyMatrix<P>{std::move(values.buffer), first.back(), 1});
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      out[i].words = inputs[i].num_words();
+      out[i].labels = static_cast<std::int64_t>(inputs[i].label_tokens.size());
+      out[i].values.assign(all.values.begin() + first[i], all.values.begin() + first[i + 1]);
     }
     return out;
   }
@@ -154,6 +175,7 @@ class GLiNER {
     GlinerTensors const t(checkpoint);
     std::int64_t const hb = config_.encoder.hidden_size;
     std::int64_t const d = config_.hidden_size;
+    zero_ = GlinerZeroRow<P>::make(policy_, 2 * d);  // the widest gathered-from matrix: markers' [start | end]
     if (config_.fuse_layers) fuser_ = GlinerLayersFuser<P>::load(policy_, t, hb, config_.encoder.num_layers);
     has_projection_ = d != hb || t.has("token_rep_layer.projection.weight");
     if (has_projection_) projection_ = GlinerLinear<P>::load(policy_, t, "token_rep_layer.projection", d, hb);
@@ -191,22 +213,37 @@ class GLiNER {
                                                                    << " tokens (GLiNER resizes the embeddings to it)");
   }
 
-  // The backbone's last hidden state, projected to D when D != Hb: (T, D) on the host.
-  HostMatrix token_vectors(Batch const& batch) const {
-    return std::visit(
+  // The backbone's last hidden state (or LayersFuser's output), projected to D when D != Hb, in policy memory:
+  // (T + 1, D), row T zero for the words the truncation cut off (gliner_batch.hpp).
+  PolicyMatrix<P> token_vectors(Batch const& batch) const {
+    std::int64_t const t = batch.total_tokens();
+    PolicyMatrix<P> out = allocate_matrix(policy_, t + 1, config_.hidden_size);
+    MatrixRef const rows = out.ref().row_range(0, t);
+    auto const project = [&](MatrixRef x) {  // (T, Hb) -> rows
+      if (has_projection_) {
+        projection_.forward_into(policy_, x, rows);
+      } else {
+        std::vector<std::int32_t> identity(static_cast<std::size_t>(t));
+        for (std::int64_t i = 0; i < t; ++i) identity[i] = static_cast<std::int32_t>(i);
+        gather_rows(policy_, x, upload_rows(policy_, identity), rows);
+      }
+    };
+    std::visit(
         [&](auto const& model) {
           if (config_.fuse_layers) {
-            PolicyMatrix<P> const fused = fuser_.forward(policy_, batch, model.forward_all_layers(batch));
-            if (!has_projection_) return to_host(policy_, fused);
-            return to_host(policy_, projection_.forward(policy_, fused.ref()));
+            std::vector<HiddenStates<P>> const layers = model.forward_all_layers(batch);
+            if (has_projection_) {
+              project(fuser_.forward(policy_, batch, layers).ref());
+            } else {
+              fuser_.forward_into(policy_, batch, layers, rows);
+            }
+          } else {
+            project(model.forward(batch).ref());
           }
-          HiddenStates<P> hidden = model.forward(batch);
-          if (!has_projection_) {
-            return to_host(policy_, PolicyMatrix<P>{std::move(hidden.values), hidden.tokens, hidden.hidden_size});
-          }
-          return to_host(policy_, projection_.forward(policy_, hidden.ref()));
         },
         backbone_);
+    zero_.fill_last_row(policy_, out.ref());
+    return out;
   }
 
   P policy_;
@@ -220,6 +257,7 @@ class GLiNER {
   GlinerSpanLayer<P> span_layer_;
   GlinerMlp<P> prompt_rep_;
   GlinerTokenScorer<P> scorer_;
+  GlinerZeroRow<P> zero_;
 };
 
 }  // namespace flashdeberta

@@ -38,6 +38,13 @@ class GlinerLayersFuser {
 
   // Every layer's output (N of (T, Hb)) -> the fused (T, Hb) in policy memory.
   PolicyMatrix<P> forward(P const& p, Batch const& batch, std::vector<HiddenStates<P>> const& states) const {
+    PolicyMatrix<P> out = allocate_matrix(p, states.front().tokens, states.front().hidden_size);
+    forward_into(p, batch, states, out.ref());
+    return out;
+  }
+
+  // The same into out (T, Hb), which may be a row or column range of a wider matrix.
+  void forward_into(P const& p, Batch const& batch, std::vector<HiddenStates<P>> const& states, MatrixRef out) const {
     auto const n_layers = static_cast<std::int64_t>(states.size());
     FLASHDEBERTA_REQUIRE(n_layers == layers_, "LayersFuser: " << n_layers << " layers, expected " << layers_);
     std::int64_t const tokens = states.front().tokens;
@@ -76,7 +83,7 @@ class GlinerLayersFuser {
       }
     }
     PolicyMatrix<P> const fp = to_policy(p, fused);
-    return output_.forward(p, fp.ref());
+    output_.forward_into(p, fp.ref(), out);
   }
 
  private:

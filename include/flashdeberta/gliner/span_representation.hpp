@@ -1,15 +1,17 @@
-// GLiNER's span representations (docs/gliner.md section 4.4), every span_mode, as a (n K, D) matrix in policy
-// memory: row s K + k represents the span of words s .. s+k. Rows with s + k >= n (spans past the text) are
-// zeros or whatever the layers make of zeros; decoding never reads them (GLiNER drops them too).
+// GLiNER's span representations (docs/gliner.md section 4.4), every span_mode, for all texts of a batch at once:
+// a (W K, D) matrix in policy memory, row w K + k represents the span of words w .. w+k of w's text. Rows of
+// spans past their text's end are zeros or whatever the layers make of zeros; decoding never reads them (GLiNER
+// drops them too).
 //
-// Linear layers run as policy GEMMs. Where GLiNER concatenates, multiplies by a per-width query or slides a
-// window, the linear algebra is rewritten so that GEMMs still do the work:
-//   query  relu(W (h_s . q_k) + b) = relu((W diag(q_k)) h_s + b): K weights scaled once at load;
-//   cat    relu(W [h_s ; q_k] + b) = relu(W_h h_s + (W_q q_k + b)): K biases computed once at load;
-//   conv   sum_j W[:, :, j] h_{s+j} = W' [h_s ; ... ; h_{s+k}] with W' the kernel laid out as (D, (k+1) D).
-// Building the concatenated inputs (and the max/mean/sum windows) runs on the host: it is a gather that no
-// policy op expresses for a column range (the embedding op writes whole rows) and it costs O(n K D) copies
-// against the GEMMs' O(n K D^2) work.
+// Linear layers run as policy GEMMs over all texts' rows. Where GLiNER concatenates, multiplies by a per-width
+// query or slides a window, the linear algebra is rewritten so that gathers and GEMMs do the work:
+//   marker rows  [start_s ; end_{s+k}] gathered from the (W, 2 D) [start | end] matrix, span by span;
+//   query        relu(W (h_s . q_k) + b) = relu((W diag(q_k)) h_s + b): K weights scaled once at load;
+//   cat          relu(W [h_s ; q_k] + b) = relu(W_h h_s + (W_q q_k + b)): K biases computed once at load;
+//   conv         sum_j W[:, :, j] h_{s+j} = W' [h_s ; ... ; h_{s+k}] with W' the kernel laid out as (D, (k+1) D),
+//                over a window matrix gathered once.
+// Two steps have no policy op and run on the host, once for all texts: markerV1's per-text mean and the
+// conv_max / conv_mean / conv_sum pooling.
 #pragma once
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "flashdeberta/gliner/gliner_batch.hpp"
 #include "flashdeberta/gliner/gliner_config.hpp"
 #include "flashdeberta/gliner/gliner_layers.hpp"
 
@@ -106,6 +109,11 @@ class GlinerSpanLayer {
               for (std::int64_t i = 0; i < d; ++i) laid.row(o)[j * d + i] = w[(o * d + i) * stride + j];
           layer.per_width_.push_back(GlinerLinear<P>::from_host(p, laid, bias));
         }
+        if (!share) {
+          HostMatrix identity(d, d);
+          for (std::int64_t o = 0; o < d; ++o) identity.row(o)[o] = 1.0f;
+          layer.identity_ = GlinerLinear<P>::from_host(p, identity, {});
+        }
         layer.out_ = GlinerLinear<P>::load(p, t, pre + "project.1", d, d);
         break;
       }
@@ -120,106 +128,129 @@ class GlinerSpanLayer {
     return layer;
   }
 
-  // h (n, D): the word vectors after the BiLSTM -> (n K, D).
-  PolicyMatrix<P> forward(P const& p, HostMatrix const& h) const {
-    std::int64_t const n = h.rows;
+  // words (W + 1, D): every text's word vectors after the BiLSTM, text i at rows [word_offset[i],
+  // word_offset[i + 1]) of `batch`, row W zero -> (W K, D), text i at rows [K word_offset[i], K word_offset[i + 1]).
+  PolicyMatrix<P> forward(P const& p, PolicyMatrix<P> const& words, GlinerBatch const& batch,
+                          GlinerZeroRow<P> const& zero) const {
+    std::int64_t const w = batch.words();
     std::int64_t const d = d_;
     std::int64_t const kk = k_;
-    PolicyMatrix<P> const x = to_policy(p, h);
+    MatrixRef const h = words.ref().row_range(0, w);  // (W, D)
     switch (mode_) {
       case GlinerSpanMode::kMarkerV0:
       case GlinerSpanMode::kMarkerV1:
-      case GlinerSpanMode::kMarker: {
-        // relu([start_s ; end_{s+k} (; mean)]): the ReLU is applied per part, in the parts' last GEMM.
-        HostMatrix const start = to_host(p, start_.forward(p, x.ref(), Activation::kRelu));
-        HostMatrix const end = to_host(p, end_.forward(p, x.ref(), Activation::kRelu));
-        bool const v1 = mode_ == GlinerSpanMode::kMarkerV1;
-        std::vector<float> mean(static_cast<std::size_t>(d), 0.0f);
-        if (v1 && n > 0) {
-          for (std::int64_t j = 0; j < d; ++j) {
-            float acc = 0.0f;
-            for (std::int64_t s = 0; s < n; ++s) acc += h.row(s)[j];
-            mean[j] = std::max(acc / static_cast<float>(n), 0.0f);
-          }
-        }
-        std::int64_t const parts = v1 ? 3 : 2;
-        HostMatrix cat(n * kk, parts * d);
-        for (std::int64_t s = 0; s < n; ++s) {
-          for (std::int64_t k = 0; k < kk && s + k < n; ++k) {
-            float* row = cat.row(s * kk + k);
-            std::copy_n(start.row(s), d, row);
-            std::copy_n(end.row(s + k), d, row + d);
-            if (v1) std::copy(mean.begin(), mean.end(), row + 2 * d);
-          }
-        }
-        PolicyMatrix<P> const cat_p = to_policy(p, cat);
-        if (mode_ == GlinerSpanMode::kMarker) return out_.forward(p, cat_p.ref());
-        return out_mlp_.forward(p, cat_p.ref());
-      }
+      case GlinerSpanMode::kMarker:
+        return marker_forward(p, words, batch, zero);
       case GlinerSpanMode::kMlp: {
-        PolicyMatrix<P> out = out_.forward(p, x.ref(), Activation::kRelu);  // (n, K D) = (n K, D)
-        return {std::move(out.buffer), n * kk, d};
+        PolicyMatrix<P> out = out_.forward(p, h, Activation::kRelu);  // (W, K D) = (W K, D)
+        return {std::move(out.buffer), w * kk, d};
       }
       case GlinerSpanMode::kQuery:
       case GlinerSpanMode::kCat: {
-        PolicyMatrix<P> out = allocate_matrix(p, n * kk, d);
-        MatrixRef const wide{out.buffer.data(), out.buffer.dtype(), n, kk * d, kk * d};  // (n, K D) view
+        PolicyMatrix<P> out = allocate_matrix(p, w * kk, d);
+        MatrixRef const wide{out.buffer.data(), out.buffer.dtype(), w, kk * d, kk * d};  // (W, K D) view
         for (std::int64_t k = 0; k < kk; ++k)
-          per_width_[k].forward_into(p, x.ref(), wide.columns(k * d, d), Activation::kRelu);
-        p.fence();
+          per_width_[k].forward_into(p, h, wide.columns(k * d, d), Activation::kRelu);
         return out;
       }
       case GlinerSpanMode::kConvConv:
       case GlinerSpanMode::kConvShare:
-        return conv_forward(p, h);
+        return conv_forward(p, words, batch);
       default:
-        return pool_forward(p, h);
+        return pool_forward(p, words, batch);
     }
   }
 
  private:
-  // conv_conv / conv_share: v(s, k) by one GEMM per width over the stacked window; relu; project.1.
-  PolicyMatrix<P> conv_forward(P const& p, HostMatrix const& h) const {
-    std::int64_t const n = h.rows;
+  // marker / markerV0 / markerV1: relu([start_s ; end_{s+k} (; mean)]) through out_project. The ReLU is applied
+  // per part, in each part's last GEMM; the concatenation is three gathers of the parts' rows.
+  PolicyMatrix<P> marker_forward(P const& p, PolicyMatrix<P> const& words, GlinerBatch const& batch,
+                                 GlinerZeroRow<P> const& zero) const {
+    std::int64_t const w = batch.words();
+    std::int64_t const d = d_;
+    std::int64_t const kk = k_;
+    bool const v1 = mode_ == GlinerSpanMode::kMarkerV1;
+    std::int64_t const parts = v1 ? 3 : 2;
+    MatrixRef const h = words.ref().row_range(0, w);
+    PolicyMatrix<P> const ends = allocate_matrix(p, w + 1, 2 * d);  // [start(h_w) | end(h_w)], row W zero
+    start_.forward_into(p, h, ends.ref().row_range(0, w).columns(0, d), Activation::kRelu);
+    end_.forward_into(p, h, ends.ref().row_range(0, w).columns(d, d), Activation::kRelu);
+    zero.fill_last_row(p, ends.ref());
+    PolicyMatrix<P> const cat = allocate_matrix(p, w * kk, parts * d);  // (W K, parts D)
+    auto const starts = upload_rows(p, batch.span_rows(kk, false));
+    auto const stops = upload_rows(p, batch.span_rows(kk, true));
+    gather_rows(p, ends.ref().columns(0, d), starts, cat.ref().columns(0, d));
+    gather_rows(p, ends.ref().columns(d, d), stops, cat.ref().columns(d, d));
+    if (v1) {
+      PolicyMatrix<P> const means = text_means(p, words, batch);
+      auto const texts = upload_rows(p, batch.span_texts(kk));
+      gather_rows(p, means.ref(), texts, cat.ref().columns(2 * d, d));
+    }
+    if (mode_ == GlinerSpanMode::kMarker) return out_.forward(p, cat.ref());
+    return out_mlp_.forward(p, cat.ref());
+  }
+
+  // markerV1's third part, relu(mean of the text's words), (B + 1, D) with row B zero. On the host, once for
+  // all texts: a per-text column mean is no policy op (the GEMM reads its right operand transposed).
+  PolicyMatrix<P> text_means(P const& p, PolicyMatrix<P> const& words, GlinerBatch const& batch) const {
+    std::int64_t const d = d_;
+    HostMatrix const h = to_host(p, words);
+    HostMatrix means(batch.texts() + 1, d);
+    for (std::int64_t i = 0; i < batch.texts(); ++i) {
+      std::int64_t const n = batch.words_of(i);
+      if (n == 0) continue;
+      for (std::int64_t j = 0; j < d; ++j) {
+        float acc = 0.0f;
+        for (std::int64_t s = 0; s < n; ++s) acc += h.row(batch.word_offset[i] + s)[j];
+        means.row(i)[j] = std::max(acc / static_cast<float>(n), 0.0f);
+      }
+    }
+    return to_policy(p, means);
+  }
+
+  // conv_conv / conv_share: v(s, k) = relu(W_k [h_s ; ... ; h_{s+k}]) by one GEMM per width over the first
+  // (k + 1) D columns of one (W, K D) window matrix, row w = [h_w ; h_{w+1} ; ... ; h_{w+K-1}] (zeros past the
+  // text): K gathers build it. conv_conv's width 1 is relu(h_s), an identity GEMM with the ReLU epilogue.
+  PolicyMatrix<P> conv_forward(P const& p, PolicyMatrix<P> const& words, GlinerBatch const& batch) const {
+    std::int64_t const w = batch.words();
     std::int64_t const d = d_;
     std::int64_t const kk = k_;
     bool const share = mode_ == GlinerSpanMode::kConvShare;
-    HostMatrix grid(n * kk, d);  // width 1 of conv_conv is h_s itself (after the ReLU)
-    if (!share) {
-      for (std::int64_t s = 0; s < n; ++s)
-        for (std::int64_t j = 0; j < d; ++j) grid.row(s * kk)[j] = std::max(h.row(s)[j], 0.0f);
-    }
-    PolicyMatrix<P> const v = to_policy(p, grid);
-    MatrixRef const wide{v.buffer.data(), v.buffer.dtype(), n, kk * d, kk * d};  // (n, K D) view
+    PolicyMatrix<P> const window = allocate_matrix(p, w, kk * d);
+    for (std::int64_t j = 0; j < kk; ++j)
+      gather_rows(p, words.ref(), upload_rows(p, batch.window_rows(j)), window.ref().columns(j * d, d));
+    PolicyMatrix<P> const v = allocate_matrix(p, w * kk, d);
+    MatrixRef const wide{v.buffer.data(), v.buffer.dtype(), w, kk * d, kk * d};  // (W, K D) view
+    if (!share) identity_.forward_into(p, words.ref().row_range(0, w), wide.columns(0, d), Activation::kRelu);
     for (std::int64_t k = share ? 0 : 1; k < kk; ++k) {
-      std::int64_t const kernel = k + 1;
-      HostMatrix window(n, kernel * d);  // rows past the text read the zero padding
-      for (std::int64_t s = 0; s < n; ++s)
-        for (std::int64_t j = 0; j < kernel && s + j < n; ++j) std::copy_n(h.row(s + j), d, window.row(s) + j * d);
-      PolicyMatrix<P> const wp = to_policy(p, window);
-      per_width_[share ? k : k - 1].forward_into(p, wp.ref(), wide.columns(k * d, d), Activation::kRelu);
-      p.fence();  // `wp` is freed on the next iteration
+      per_width_[share ? k : k - 1].forward_into(p, window.ref().columns(0, (k + 1) * d), wide.columns(k * d, d),
+                                                 Activation::kRelu);
     }
     return out_.forward(p, v.ref());
   }
 
-  // conv_max / conv_mean / conv_sum: the window's elementwise max, mean or sum on the host; relu; project.1.
-  PolicyMatrix<P> pool_forward(P const& p, HostMatrix const& h) const {
-    std::int64_t const n = h.rows;
+  // conv_max / conv_mean / conv_sum: the window's elementwise max, mean or sum, relu, project.1. The pooling runs
+  // on the host (no policy op takes an elementwise max), once for all texts.
+  PolicyMatrix<P> pool_forward(P const& p, PolicyMatrix<P> const& words, GlinerBatch const& batch) const {
     std::int64_t const d = d_;
     std::int64_t const kk = k_;
-    HostMatrix v(n * kk, d);
-    for (std::int64_t s = 0; s < n; ++s) {
-      for (std::int64_t k = 0; k < kk && s + k < n; ++k) {
-        float* row = v.row(s * kk + k);
-        for (std::int64_t j = 0; j < d; ++j) {
-          float acc = h.row(s)[j];
-          for (std::int64_t w = 1; w <= k; ++w) {
-            float const x = h.row(s + w)[j];
-            acc = mode_ == GlinerSpanMode::kConvMax ? std::max(acc, x) : acc + x;
+    HostMatrix const h = to_host(p, words);
+    HostMatrix v(batch.words() * kk, d);
+    for (std::int64_t i = 0; i < batch.texts(); ++i) {
+      std::int64_t const n = batch.words_of(i);
+      std::int64_t const first = batch.word_offset[i];
+      for (std::int64_t s = 0; s < n; ++s) {
+        for (std::int64_t k = 0; k < kk && s + k < n; ++k) {
+          float* row = v.row((first + s) * kk + k);
+          for (std::int64_t j = 0; j < d; ++j) {
+            float acc = h.row(first + s)[j];
+            for (std::int64_t u = 1; u <= k; ++u) {
+              float const x = h.row(first + s + u)[j];
+              acc = mode_ == GlinerSpanMode::kConvMax ? std::max(acc, x) : acc + x;
+            }
+            if (mode_ == GlinerSpanMode::kConvMean) acc /= static_cast<float>(k + 1);
+            row[j] = std::max(acc, 0.0f);
           }
-          if (mode_ == GlinerSpanMode::kConvMean) acc /= static_cast<float>(k + 1);
-          row[j] = std::max(acc, 0.0f);
         }
       }
     }
@@ -235,6 +266,7 @@ class GlinerSpanLayer {
   GlinerMlp<P> out_mlp_;
   GlinerLinear<P> out_;
   std::vector<GlinerLinear<P>> per_width_;
+  GlinerLinear<P> identity_;  // conv_conv: (D, D) identity, for relu(h) as a GEMM epilogue
 };
 
 }  // namespace flashdeberta

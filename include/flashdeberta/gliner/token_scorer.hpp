@@ -2,12 +2,13 @@
 // proj_label(P) (C, 2D), and for every word w and label c, x = [T0_w ; L0_c ; T1_w . L1_c] (3D) through
 // out_mlp (3D -> 4D -> 3): start, end and inside logits, (n C, 3) with row w C + c.
 //
-// The projections and out_mlp are policy GEMMs; the (n C, 3D) pair matrix (a broadcast and an elementwise
-// product, no policy op) is built on the host.
+// The projections and out_mlp are policy GEMMs over all texts of a batch; the pair matrix (a broadcast and an
+// elementwise product, no policy op) is built on the host, once for all texts.
 #pragma once
 
 #include <cstdint>
 
+#include "flashdeberta/gliner/gliner_batch.hpp"
 #include "flashdeberta/gliner/gliner_layers.hpp"
 
 namespace flashdeberta {
@@ -26,28 +27,30 @@ class GlinerTokenScorer {
     return s;
   }
 
-  // words (n, D), labels (C, D) -> logits (n C, 3) on the host.
-  HostMatrix forward(P const& p, HostMatrix const& words, HostMatrix const& labels) const {
-    std::int64_t const n = words.rows;
-    std::int64_t const c = labels.rows;
+  // words (W, D) and labels (C, D) of every text of `batch` -> logits (sum_i n_i C_i, 3) in policy memory: text i's
+  // (n_i C_i, 3) block after those of the texts before it, row w C_i + c.
+  PolicyMatrix<P> forward(P const& p, MatrixRef words, MatrixRef labels, GlinerBatch const& batch) const {
     std::int64_t const d = d_;
-    PolicyMatrix<P> const wp = to_policy(p, words);
-    PolicyMatrix<P> const lp = to_policy(p, labels);
-    HostMatrix const tok = to_host(p, proj_token_.forward(p, wp.ref()));
-    HostMatrix const lab = to_host(p, proj_label_.forward(p, lp.ref()));
-    HostMatrix x(n * c, 3 * d);
-    for (std::int64_t w = 0; w < n; ++w) {
-      for (std::int64_t l = 0; l < c; ++l) {
-        float* row = x.row(w * c + l);
-        for (std::int64_t j = 0; j < d; ++j) {
-          row[j] = tok.row(w)[j];
-          row[d + j] = lab.row(l)[j];
-          row[2 * d + j] = tok.row(w)[d + j] * lab.row(l)[d + j];
+    HostMatrix const tok = to_host(p, proj_token_.forward(p, words));
+    HostMatrix const lab = to_host(p, proj_label_.forward(p, labels));
+    std::int64_t pairs = 0;
+    for (std::int64_t i = 0; i < batch.texts(); ++i) pairs += batch.words_of(i) * batch.labels_of(i);
+    HostMatrix x(pairs, 3 * d);
+    std::int64_t row = 0;
+    for (std::int64_t i = 0; i < batch.texts(); ++i) {
+      for (std::int64_t w = batch.word_offset[i]; w < batch.word_offset[i + 1]; ++w) {
+        for (std::int64_t l = batch.label_offset[i]; l < batch.label_offset[i + 1]; ++l, ++row) {
+          float* out = x.row(row);
+          for (std::int64_t j = 0; j < d; ++j) {
+            out[j] = tok.row(w)[j];
+            out[d + j] = lab.row(l)[j];
+            out[2 * d + j] = tok.row(w)[d + j] * lab.row(l)[d + j];
+          }
         }
       }
     }
     PolicyMatrix<P> const xp = to_policy(p, x);
-    return to_host(p, out_.forward(p, xp.ref()));
+    return out_.forward(p, xp.ref());
   }
 
  private:
