@@ -174,6 +174,10 @@ std::optional<PipelineOptions> parse_pipeline_options(std::string_view command, 
         usage_fail(command, "--threshold '" + value + "' is not a number in [0, 1]");
       }
       o.threshold = t;
+    } else if (name == "long-text") {
+      o.long_text = value;
+    } else if (name == "window-overlap") {
+      o.window_overlap = parse_integer_option(command, name, value, 0, 1000000000);
     } else if (name == "truncation") {
       try {
         o.truncation = tokenizer::parse_truncation(value);

@@ -49,6 +49,8 @@ struct PipelineOptions {
   std::optional<tokenizer::Truncation> truncation;  // rerank
   std::optional<double> threshold;                  // gliner (default 0.5)
   bool nested = false;                              // gliner --nested: flat_ner false
+  std::optional<std::string> long_text;             // gliner --long-text, as given
+  std::optional<std::int64_t> window_overlap;       // gliner --window-overlap
 };
 
 // One extra option of a command: its name (without "--"), whether it must be given, and whether it is a

@@ -6,13 +6,30 @@ GLiNER's Python API:
     model.predict_entities("Ada Lovelace worked in London.", ["person", "location"], threshold=0.5)
     # [{"start": 0, "end": 12, "text": "Ada Lovelace", "label": "person", "score": 0.97}, ...]
 
-start and end count code points (Python str indices). The work runs in C++ with the GIL released."""
+start and end count code points (Python str indices). The work runs in C++ with the GIL released.
+
+A text longer than the model's max_len words is cut there, as GLiNER cuts it (long_text="truncate", the
+default). long_text="windows" reads all of it in overlapping windows of at most max_len words
+(window_overlap words shared, default max_len // 4) and merges their entities as one pass would decode them;
+long_text="single_pass" encodes every word in one sequence, which GLiNER never does (docs/gliner.md,
+"Long texts")."""
 
 import os
 
 from . import _native
 from ._arguments import checkpoint_path, text_list
 from .models import backend_for
+
+
+_LONG_TEXT = ("truncate", "windows", "single_pass")
+
+
+def _long_text(long_text, window_overlap):
+    if not isinstance(long_text, str) or long_text not in _LONG_TEXT:
+        raise ValueError(f"long_text must be one of {', '.join(map(repr, _LONG_TEXT))}, not {long_text!r}")
+    if window_overlap is not None and (isinstance(window_overlap, bool) or not isinstance(window_overlap, int)):
+        raise ValueError(f"window_overlap must be an int or None, not {type(window_overlap).__name__}")
+    return long_text, window_overlap
 
 
 def _labels(labels):
@@ -44,18 +61,23 @@ class GLiNER:
         native = _native.Gliner(directory, backend_for(device, backend), attention, int(threads), int(max_tokens))
         return cls(native, directory)
 
-    def predict_entities(self, text, labels, flat_ner=True, threshold=0.5, multi_label=False):
+    def predict_entities(self, text, labels, flat_ner=True, threshold=0.5, multi_label=False, *,
+                         long_text="truncate", window_overlap=None):
         """The entities of one text, as GLiNER's predict_entities: a list of {"start", "end", "text", "label",
-        "score"} sorted by start. flat_ner=False keeps nested spans; multi_label lets a span take several labels."""
+        "score"} sorted by start. flat_ner=False keeps nested spans; multi_label lets a span take several labels;
+        long_text and window_overlap as the module says."""
         if not isinstance(text, str):
             raise ValueError(f"text must be a str, not {type(text).__name__}")
         return self.batch_predict_entities([text], labels, flat_ner=flat_ner, threshold=threshold,
-                                           multi_label=multi_label)[0]
+                                           multi_label=multi_label, long_text=long_text,
+                                           window_overlap=window_overlap)[0]
 
     def batch_predict_entities(self, texts, labels, flat_ner=True, threshold=0.5, multi_label=False,
-                               batch_size=None):
+                               batch_size=None, *, long_text="truncate", window_overlap=None):
         """The entities of each text (a list per text) for the same labels, batch_size texts per forward pass
-        (default 8). Each text's result is what it gets alone (GLiNER's batch of one)."""
+        (default 8; under long_text="windows" every window of those texts). Each text's result is what it gets
+        alone (GLiNER's batch of one)."""
+        long_text, window_overlap = _long_text(long_text, window_overlap)
         texts, single = text_list(texts, "texts")
         if single:
             raise ValueError("texts must be a list of str (predict_entities takes one text)")
@@ -67,7 +89,8 @@ class GLiNER:
         results = []
         for first in range(0, len(texts), size):
             results.extend(self._native.predict_entities(texts[first:first + size], labels, threshold,
-                                                         bool(flat_ner), bool(multi_label)))
+                                                         bool(flat_ner), bool(multi_label), long_text,
+                                                         window_overlap))
         return results
 
     def __repr__(self):

@@ -1,6 +1,7 @@
 #include "flashdeberta/runtime/gliner.hpp"
 
 #include <cmath>
+#include <span>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -33,18 +34,22 @@ class TypedGliner final : public LoadedGliner {
                                                  std::size_t first, std::int64_t max_tokens) const override {
     std::vector<std::string> const used = dedup_gliner_labels(labels);
     std::vector<std::vector<GlinerEntity>> out(texts.size());
-    std::vector<GlinerInput> inputs;
+    std::vector<GlinerTextPlan> plans;  // one window per text, except under long_text windows
+    std::vector<GlinerInput> inputs;    // every window of every text: one forward
     std::vector<std::size_t> which;
     std::int64_t total = 0;
     for (std::size_t i = 0; i < texts.size(); ++i) {
+      std::size_t const before = inputs.size();
       try {
         if (gliner_blank_text(texts[i])) continue;  // GLiNER: [] and nothing encoded
-        inputs.push_back(model_.prepare(texts[i], used));
+        plans.push_back(plan_gliner_text(model_.tokenizer(), config(), texts[i], used, options));
+        append_gliner_inputs(model_.tokenizer(), config(), plans.back(), used, options, inputs);
       } catch (Error const& e) {
         fail_text(first + i, e.what());
       }
       which.push_back(i);
-      total += static_cast<std::int64_t>(inputs.back().input_ids.size());
+      for (std::size_t w = before; w < inputs.size(); ++w)
+        total += static_cast<std::int64_t>(inputs[w].input_ids.size());
       if (total > max_tokens) {
         std::string const what = which.size() == 1 ? "text " + std::to_string(first + i) + " holds "
                                                    : "texts " + std::to_string(first + which.front()) + " to " +
@@ -55,12 +60,11 @@ class TypedGliner final : public LoadedGliner {
       }
     }
     std::vector<GlinerLogits> const all = model_.logits(inputs);
-    for (std::size_t j = 0; j < inputs.size(); ++j) {
-      GlinerLogits const& l = all[j];
-      std::vector<GlinerSpan> const spans =
-          config().token_level() ? decode_gliner_tokens(l.values, l.words, l.labels, options)
-                                 : decode_gliner_spans(l.values, l.words, config().max_width, l.labels, options);
-      out[which[j]] = gliner_entities(texts[which[j]], inputs[j].words, spans, used);
+    std::span<GlinerLogits const> rest(all);
+    for (std::size_t j = 0; j < plans.size(); ++j) {
+      std::span<GlinerLogits const> const windows = rest.first(plans[j].windows.size());
+      rest = rest.subspan(windows.size());
+      out[which[j]] = gliner_text_entities(config(), texts[which[j]], plans[j], windows, used, options);
     }
     return out;
   }
@@ -121,6 +125,9 @@ std::vector<std::vector<GlinerEntity>> GlinerModel::predict_entities(std::span<s
   }
   if (!(options.threshold >= 0.0 && options.threshold <= 1.0)) {
     throw UsageError("threshold " + std::to_string(options.threshold) + " is outside [0, 1]");
+  }
+  if (std::string const problem = gliner_long_text_problem(options, config()); !problem.empty()) {
+    throw UsageError(problem);
   }
   for (std::size_t i = 0; i < texts.size(); ++i) require_text_bytes(texts[i].size(), first + i, max_tokens_);
   return model_->predict(texts, labels, options, first, max_tokens_);

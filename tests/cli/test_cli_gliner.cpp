@@ -1,7 +1,8 @@
 // flashdeberta gliner against GLiNER 0.2.27's own outputs (tests/fixtures/gliner, made by
 // make_gliner_fixtures.py): every input of every case through the program (texts as arguments, one case
 // through stdin, on eigen and kokkos), entities equal with scores within 1e-4, in GLiNER's order; and the
-// one-line errors (a directory that is not a GLiNER model, a bad --threshold, no label).
+// one-line errors (a directory that is not a GLiNER model, a bad --threshold, no label); --long-text windows
+// and single-pass past max_len, and their refusals.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -163,4 +164,78 @@ TEST_CASE("gliner: one-line errors") {
   CHECK(help.status == 0);
   CHECK(help.out.find("--nested") != std::string::npos);
   CHECK(run_cli({"--help"}).out.find("gliner") != std::string::npos);
+}
+
+TEST_CASE("gliner: --long-text") {
+  std::filesystem::path const dir = gliner_dir() / "span_markerV0";  // max_len 64
+  // A fixture text that fits max_len: windows and single-pass give GLiNER's own entities.
+  json const expected = json::parse(std::ifstream(dir / "expected.json"));
+  json const& rec = expected["inputs"][0];
+  for (std::string const mode : {"windows", "single-pass"}) {
+    INFO("--long-text " << mode);
+    std::vector<std::string> args = input_args(dir, rec, "eigen");
+    args.insert(args.end(), {"--long-text", mode, "--", rec["per_text"][0]["text"].get<std::string>()});
+    CliResult const r = run_cli(args);
+    CAPTURE(r.err);
+    REQUIRE(r.status == 0);
+    check_entities(ordered_lines(r.out).at(0)["entities"], rec["entities"]);
+  }
+  // 8 copies of a 14-word text (80 code points and a space each): 112 words. truncate stops at word 64;
+  // windows finds the first copy's surest entity in every copy.
+  std::string const base = "The European Space Agency launched the Rosetta probe from Kourou in March 2004 .";
+  std::string text = base;
+  for (int r = 1; r < 8; ++r) text += " " + base;
+  auto const entities = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"gliner",      "--model", dir.string(), "--labels", "organization,location,date",
+                                     "--threshold", "0.5",     "--threads",  "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back("--");
+    args.push_back(text);
+    CliResult const r = run_cli(args);
+    CAPTURE(r.err);
+    REQUIRE(r.status == 0);
+    ordered const list = ordered_lines(r.out).at(0)["entities"];
+    for (auto const& e : list) {  // ASCII text: code points are bytes
+      auto const start = e["start"].get<std::size_t>();
+      CHECK(e["text"].get<std::string>() == text.substr(start, e["end"].get<std::size_t>() - start));
+    }
+    return list;
+  };
+  auto const has = [](ordered const& list, std::int64_t start, std::int64_t end, bool any_label = false) {
+    return std::any_of(list.begin(), list.end(), [&](auto const& e) {
+      return e["start"] == start && e["end"] == end && (any_label || e["label"] == "date");
+    });
+  };
+  ordered const truncated = entities({});
+  ordered const windows = entities({"--long-text", "windows"});
+  ordered const narrow = entities({"--long-text", "windows", "--window-overlap", "20"});
+  ordered const single = entities({"--long-text", "single-pass"});
+  for (std::int64_t r = 0; r < 8; ++r) {
+    INFO("copy " << r);
+    CHECK(has(windows, 13 + 81 * r, 64 + 81 * r));
+    // Other windows give this random model other contexts, in which its labels flip, but not its spans.
+    CHECK(has(narrow, 13 + 81 * r, 64 + 81 * r, true));
+  }
+  CHECK(narrow != windows);
+  CHECK(has(truncated, 13, 64));
+  CHECK(!has(truncated, 13 + 81 * 7, 64 + 81 * 7));
+  std::int64_t const cut = 4 * 81 + 53;  // word 64, "from" of the fifth copy, starts there
+  CHECK(std::all_of(truncated.begin(), truncated.end(), [&](auto const& e) { return e["end"] <= cut; }));
+  CHECK(std::any_of(single.begin(), single.end(), [&](auto const& e) { return e["start"] >= cut; }));
+
+  std::string const model = dir.string();
+  check_one_line_error(run_cli({"gliner", "--model", model, "--labels", "date", "--long-text", "window", "x"}), 2,
+                       "--long-text 'window' is not truncate, windows or single-pass");
+  check_one_line_error(run_cli({"gliner", "--model", model, "--labels", "date", "--window-overlap", "4", "x"}), 2,
+                       "--window-overlap needs --long-text windows");
+  check_one_line_error(run_cli({"gliner", "--model", model, "--labels", "date", "--long-text", "windows",
+                                "--window-overlap", "64", "x"}),
+                       2, "window_overlap 64 is outside [0, 63]");
+  check_one_line_error(run_cli({"gliner", "--model", model, "--labels", "date", "--long-text", "windows",
+                                "--window-overlap", "-1", "x"}),
+                       2, "--window-overlap");
+  CliResult const help = run_cli({"gliner", "--help"});
+  CHECK(help.out.find("--long-text M") != std::string::npos);
+  CHECK(help.out.find("--window-overlap N") != std::string::npos);
+  CHECK(help.out.find("not cuda yet") == std::string::npos);
 }

@@ -1,7 +1,7 @@
 """flashdeberta.GLiNER against GLiNER 0.2.27's own outputs (tests/fixtures/gliner, make_gliner_fixtures.py):
 every input of every case, entities equal with scores within 1e-4 (a batch: each text's batch-of-one result);
 the same as the CLI's `gliner` command; and the errors (OSError for a missing or non-GLiNER directory,
-ValueError for bad arguments)."""
+ValueError for bad arguments); long_text windows and single_pass past max_len."""
 import threading
 
 import pytest
@@ -110,3 +110,48 @@ def test_errors(fd, tmp_path):
         model.batch_predict_entities("Ada Lovelace", ["person"])
     assert model.batch_predict_entities([], ["person"]) == []
     assert model.predict_entities("   ", ["person"]) == []
+
+
+def test_long_text(fd):
+    """span_markerV0 (max_len 64) on 8 copies of a 14-word text: truncate stops at word 64, windows finds the
+    first copy's date entity in every copy (scores close to the first copy's), single_pass reads past word 64;
+    on a text that fits, both equal truncate."""
+    model = fd.GLiNER.from_pretrained(str(GLINER / "span_markerV0"), threads=2)
+    labels = ["organization", "location", "date"]
+    base = "The European Space Agency launched the Rosetta probe from Kourou in March 2004 ."
+    alone = model.predict_entities(base, labels, threshold=0.5)
+    assert model.predict_entities(base, labels, threshold=0.5, long_text="windows") == alone
+    assert model.predict_entities(base, labels, threshold=0.5, long_text="single_pass") == alone
+    top = max(alone, key=lambda e: e["score"])
+    text = " ".join([base] * 8)
+    cut = 4 * 81 + 53  # word 64 starts there
+    truncated = model.predict_entities(text, labels, threshold=0.5)
+    windows = model.predict_entities(text, labels, threshold=0.5, long_text="windows")
+    single = model.predict_entities(text, labels, threshold=0.5, long_text="single_pass")
+    for r in range(8):
+        found = [e for e in windows if (e["start"], e["end"], e["label"]) ==
+                 (top["start"] + 81 * r, top["end"] + 81 * r, top["label"])]
+        assert len(found) == 1, r
+        assert abs(found[0]["score"] - top["score"]) <= 0.01
+    assert all(e["end"] <= cut for e in truncated)
+    assert any(e["start"] >= cut for e in single)
+    for e in windows + single:
+        assert e["text"] == text[e["start"]:e["end"]]
+    batch = model.batch_predict_entities([text, base], labels, threshold=0.5, long_text="windows", window_overlap=20)
+    check_entities(batch[1], alone)
+
+
+def test_long_text_errors(fd):
+    model = fd.GLiNER.from_pretrained(str(GLINER / "span_markerV0"))
+    with pytest.raises(ValueError, match="long_text must be one of 'truncate', 'windows', 'single_pass', not 'window'"):
+        model.predict_entities("Ada", ["person"], long_text="window")
+    with pytest.raises(ValueError, match="long_text must be one of"):
+        model.predict_entities("Ada", ["person"], long_text=None)
+    with pytest.raises(ValueError, match="window_overlap must be an int or None"):
+        model.predict_entities("Ada", ["person"], long_text="windows", window_overlap="4")
+    with pytest.raises(ValueError, match=r"window_overlap 64 is outside \[0, 63\]"):
+        model.predict_entities("Ada", ["person"], long_text="windows", window_overlap=64)
+    with pytest.raises(ValueError, match=r"window_overlap -2 is outside"):
+        model.predict_entities("Ada", ["person"], long_text="windows", window_overlap=-2)
+    with pytest.raises(ValueError, match="window_overlap applies to long_text windows only"):
+        model.predict_entities("Ada", ["person"], window_overlap=4)

@@ -1,6 +1,7 @@
 """POST /gliner of `flashdeberta serve` started on GLiNER model directories (tests/fixtures/gliner), with urllib
 and curl: the entities equal GLiNER 0.2.27's (scores within 1e-4) and the CLI's `gliner` command's; bad
-requests are 4xx with TEI's JSON error body; a server of another model refuses /gliner (424), naming why."""
+requests are 4xx with TEI's JSON error body; long_text windows and single_pass past max_len, and their bad values
+(422); a server of another model refuses /gliner (424), naming why."""
 
 import json
 import unittest
@@ -101,6 +102,47 @@ class GlinerRoute(unittest.TestCase):
                 status, got = post(server, path, body)
                 self.assertEqual(status, 424, got)
                 self.assertIn("GLiNER", got["error"])
+            self.assertEqual(server.stop(), 0)
+
+    def test_long_text(self):
+        """span_markerV0 (max_len 64) on 8 copies of a 14-word text: truncate stops at word 64, windows finds the
+        first copy's date entity in every copy, single_pass reads past word 64; bad values are refused."""
+        base = "The European Space Agency launched the Rosetta probe from Kourou in March 2004 ."
+        text = " ".join([base] * 8)
+        cut = 4 * 81 + 53  # word 64 starts there
+        body = {"text": text, "labels": ["organization", "location", "date"], "threshold": 0.5}
+
+        def spans(got):
+            return {(e["start"], e["end"], e["label"]) for e in got}
+
+        with Server(GLINER / "span_markerV0", tokenizer=None) as server:
+            status, truncated = post(server, "/gliner", body)
+            self.assertEqual(status, 200, truncated)
+            status, windows = post(server, "/gliner", {**body, "long_text": "windows", "window_overlap": 16})
+            self.assertEqual(status, 200, windows)
+            status, single = post(server, "/gliner", {**body, "long_text": "single_pass"})
+            self.assertEqual(status, 200, single)
+            for r in range(8):
+                self.assertIn((13 + 81 * r, 64 + 81 * r, "date"), spans(windows))
+            self.assertNotIn((13 + 81 * 7, 64 + 81 * 7, "date"), spans(truncated))
+            self.assertTrue(all(e["end"] <= cut for e in truncated))
+            self.assertTrue(any(e["start"] >= cut for e in single))
+            for e in windows + single:
+                self.assertEqual(e["text"], text[e["start"]:e["end"]])
+            cases = [
+                ({"long_text": "window"}, "long_text must be \"truncate\", \"windows\" or \"single_pass\""),
+                ({"long_text": 1}, "long_text must be"),
+                ({"long_text": "windows", "window_overlap": -1}, "window_overlap must be an integer of at least 0"),
+                ({"long_text": "windows", "window_overlap": 1.5}, "window_overlap must be an integer"),
+                ({"long_text": "windows", "window_overlap": 64}, "window_overlap 64 is outside [0, 63]"),
+                ({"window_overlap": 4}, "window_overlap applies to long_text windows only"),
+            ]
+            for extra, needle in cases:
+                with self.subTest(extra=extra):
+                    status, got = post(server, "/gliner", {**body, **extra})
+                    self.assertEqual(status, 422, got)
+                    self.assertEqual(got["error_type"], "Validation")
+                    self.assertIn(needle, got["error"])
             self.assertEqual(server.stop(), 0)
 
     def test_a_gliner_request_to_another_model(self):

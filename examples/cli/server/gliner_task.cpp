@@ -21,8 +21,11 @@ constexpr std::size_t kGlinerTextsPerForward = 8;
 
 JsonOut ModelService::gliner(GlinerRequest const& request) const {
   require(ModelRoute::kGliner);
-  GlinerOptions const options{
-      .threshold = request.threshold, .flat_ner = request.flat_ner, .multi_label = request.multi_label};
+  GlinerOptions const options{.threshold = request.threshold,
+                              .flat_ner = request.flat_ner,
+                              .multi_label = request.multi_label,
+                              .long_text = request.long_text,
+                              .window_overlap = request.window_overlap};
   JsonOut all = JsonOut::array();
   std::lock_guard const lock(gliner_mutex_);
   for (std::size_t first = 0; first < request.texts.size(); first += kGlinerTextsPerForward) {

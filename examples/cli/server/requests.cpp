@@ -1,9 +1,12 @@
 #include "server/requests.hpp"
 
+#include <cstdint>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/gliner/gliner_long_text.hpp"
 #include "flashdeberta/io/json.hpp"
 #include "server/api_error.hpp"
 
@@ -279,7 +282,7 @@ FillMaskRequest parse_fill_mask_request(std::string_view body, RequestLimits con
 
 GlinerRequest parse_gliner_request(std::string_view body, RequestLimits const& limits) {
   Json const root = parse_object(body, "/gliner");
-  Fields fields(root, "", "text or texts, labels, threshold, flat_ner, multi_label");
+  Fields fields(root, "", "text or texts, labels, threshold, flat_ner, multi_label, long_text, window_overlap");
   GlinerRequest request;
   Json const* text = fields.take("text");
   Json const* texts = fields.take("texts");
@@ -306,6 +309,18 @@ GlinerRequest parse_gliner_request(std::string_view body, RequestLimits const& l
   }
   request.flat_ner = fields.boolean("flat_ner", true);
   request.multi_label = fields.boolean("multi_label", false);
+  if (Json const* value = fields.take("long_text")) {
+    std::optional<GlinerLongText> const mode =
+        value->is_string() ? parse_gliner_long_text(value->get<std::string>()) : std::nullopt;
+    if (!mode)
+      fail_validation("long_text must be \"truncate\", \"windows\" or \"single_pass\", found " + describe(*value));
+    request.long_text = *mode;
+  }
+  if (Json const* value = fields.take("window_overlap")) {
+    if (!value->is_number_integer() || value->get<std::int64_t>() < 0)
+      fail_validation("window_overlap must be an integer of at least 0, found " + describe(*value));
+    request.window_overlap = value->get<std::int64_t>();
+  }
   fields.finish();
   return request;
 }

@@ -5,10 +5,13 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "flashdeberta/gliner/gliner_decoding.hpp"
 
 namespace flashdeberta::cli::server {
 
@@ -77,9 +80,10 @@ struct NerRequest {
   bool batch = false;
 };
 
-// POST /gliner {"text": "..." | "texts": [...], "labels": [...], "threshold", "flat_ner", "multi_label"}
-// (GLiNER's predict_entities / batch_predict_entities arguments). `batch`: "texts" was given, so the answer
-// is a list of entity lists.
+// POST /gliner {"text": "..." | "texts": [...], "labels": [...], "threshold", "flat_ner", "multi_label",
+// "long_text", "window_overlap"} (GLiNER's predict_entities / batch_predict_entities arguments, and our
+// long-text options, docs/gliner.md section 11). `batch`: "texts" was given, so the answer is a list of
+// entity lists.
 struct GlinerRequest {
   std::vector<std::string> texts;
   bool batch = false;
@@ -87,6 +91,8 @@ struct GlinerRequest {
   double threshold = 0.5;
   bool flat_ner = true;
   bool multi_label = false;
+  GlinerLongText long_text = GlinerLongText::kTruncate;
+  std::optional<std::int64_t> window_overlap;  // checked against the model's max_len when run
 };
 
 PredictRequest parse_predict_request(std::string_view body, RequestLimits const& limits);

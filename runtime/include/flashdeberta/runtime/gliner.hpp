@@ -54,9 +54,11 @@ class GlinerModel {
   std::string describe() const;
 
   // The entities of each text with `labels` (GLiNER's batch_predict_entities / inference: texts[i] is "text
-  // first + i" in messages), in GLiNER's order. Blank texts give none. Refused before any work: no label
-  // (UsageError), a threshold outside [0, 1] (UsageError), a text of more than max_text_bytes(max_tokens)
-  // bytes; then, once encoded, texts holding more than max_tokens tokens together.
+  // first + i" in messages), in GLiNER's order. Blank texts give none. options.long_text picks what happens
+  // past max_len words (docs/gliner.md section 11). Refused before any work: no label (UsageError), a
+  // threshold outside [0, 1] (UsageError), a window_overlap without long_text windows or not below max_len
+  // (UsageError), a text of more than max_text_bytes(max_tokens) bytes; then, once encoded, texts holding
+  // more than max_tokens tokens together (every window counted).
   std::vector<std::vector<GlinerEntity>> predict_entities(std::span<std::string const> texts,
                                                           std::vector<std::string> const& labels,
                                                           GlinerOptions const& options, std::size_t first = 1) const;
