@@ -7,6 +7,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "bench_common.hpp"
 #include "flashdeberta/flashdeberta.hpp"
@@ -71,6 +73,48 @@ void profile(benchmark::State& state, Shape s, AttentionImpl impl) {
   state.counters["ops_ms"] = 1e3 * report.total_seconds() / static_cast<double>(state.iterations());
   set_rate_counters(state, static_cast<double>(s.batch * s.length), forward_flops(model.config(), s));
 }
+
+// The encoder's linear layers in float32 (Eigen), bf16 and int8 (oneDNN; docs/host-dtypes.md), at the short
+// shapes where production classifiers run; one model per dtype, loaded on first use.
+DebertaV3<EigenPolicy>& shared_dtype_model(DType dtype) {
+  static std::mutex mutex;
+  static std::map<DType, std::unique_ptr<DebertaV3<EigenPolicy>>> models;
+  std::lock_guard const lock(mutex);
+  auto& model = models[dtype];
+  if (!model) {
+    EigenPolicy const policy(EigenOptions{.threads = 0, .linear_dtype = dtype});
+    model = std::make_unique<DebertaV3<EigenPolicy>>(
+        DebertaV3<EigenPolicy>::load(policy, random_checkpoint(RandomCheckpointSpec::v3_base())));
+  }
+  return *model;
+}
+
+void forward_in_dtype(benchmark::State& state, Shape s, DType dtype) {
+  DebertaV3<EigenPolicy>& model = shared_dtype_model(dtype);
+  Batch const batch = random_batch(s, model.config().vocab_size);
+  (void)model.forward(batch);  // creates the shape's oneDNN primitives, outside the timing
+  for (auto _ : state) {
+    HiddenStates<EigenPolicy> const out = model.forward(batch);
+    benchmark::DoNotOptimize(out.values.data());
+  }
+  set_rate_counters(state, static_cast<double>(s.batch * s.length), forward_flops(model.config(), s));
+}
+
+bool const registered_dtypes = [] {
+  std::vector<std::pair<char const*, DType>> dtypes{{"fp32", DType::kF32}};
+  if (eigen_detail::kHasOnednn) {
+    dtypes.emplace_back("bf16", DType::kBF16);
+    dtypes.emplace_back("int8", DType::kI8);
+  }
+  for (auto const& [dtype_name, dtype] : dtypes) {
+    for (Shape s : {Shape{1, 16}, Shape{1, 64}, Shape{1, 128}, Shape{8, 128}}) {
+      std::string const name = std::string("model/eigen-dtype/") + dtype_name + "/flash/" + shape_name(s);
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), forward_in_dtype, s, dtype);
+      configure_run(b, static_cast<double>(s.batch * s.length), 1.0e9);
+    }
+  }
+  return true;
+}();
 
 // A 12-layer forward at L = 8192 takes tens of seconds on two cores: those run one timed iteration.
 bool const registered = [] {

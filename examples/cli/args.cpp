@@ -91,8 +91,10 @@ std::vector<OptionSpec> common_specs(CommonOptions& o, std::string_view command)
            o.dtype = DType::kBF16;
          } else if (v == "fp16") {
            o.dtype = DType::kF16;
+         } else if (v == "int8") {
+           o.dtype = DType::kI8;
          } else {
-           usage_fail("unknown dtype '" + std::string(v) + "' (expected fp32, bf16 or fp16)", command);
+           usage_fail("unknown dtype '" + std::string(v) + "' (expected fp32, bf16, fp16 or int8)", command);
          }
        }},
       {"threads", true, false,
@@ -261,8 +263,9 @@ std::string backend_help() {
   return "  --backend NAME       " + backend_list() +
          "\n"
          "  --attention IMPL     flash (default) or eager (materializes the L x L scores, as HF does)\n"
-         "  --dtype TYPE         compute type: fp32 (default), bf16, fp16; the eigen and kokkos\n"
-         "                       backends compute in fp32 only, cuda in all three\n"
+         "  --dtype TYPE         compute type: fp32 (default), bf16, fp16, int8; cuda computes in\n"
+         "                       the first three; eigen in fp32, or its linear layers in bf16 or\n"
+         "                       int8 (dynamic quantization) through oneDNN; kokkos in fp32 only\n"
          "  --threads N          host threads; 0 (default) uses every core\n"
          "  --max-tokens N       refuse an input of more than N tokens in total, before any work on it\n"
          "                       (default " +
@@ -277,7 +280,7 @@ std::string run_help() {
   return "usage: flashdeberta run --model DIR --input IN.json --output OUT.safetensors\n"
          "                        [--head auto|base|mlm|seqcls|tokcls|qa|mc] [--mask-token-id ID]\n"
          "                        [--backend eigen|kokkos|cuda] [--attention flash|eager]\n"
-         "                        [--dtype fp32|bf16|fp16] [--threads N] [--max-tokens N]\n"
+         "                        [--dtype fp32|bf16|fp16|int8] [--threads N] [--max-tokens N]\n"
          "\n"
          "Runs the DeBERTa backbone, or a head on it, on token ids and writes the outputs under HF's\n"
          "field names.\n"
@@ -314,7 +317,7 @@ std::string run_help() {
 
 std::string bench_help() {
   return "usage: flashdeberta bench --model DIR [--backend eigen|kokkos|cuda] [--attention flash|eager]\n"
-         "                          [--dtype fp32|bf16|fp16] [--threads N] [--max-tokens N]\n"
+         "                          [--dtype fp32|bf16|fp16|int8] [--threads N] [--max-tokens N]\n"
          "                          --batch B --seq-len L [--repeat N] [--json]\n"
          "\n"
          "Times the forward pass on B random sequences of L token ids (fixed seed, ids in [0, vocab))\n"

@@ -203,7 +203,8 @@ std::string pipeline_common_help() {
          "                       when they are not in --model\n"
          "  --backend B          eigen (default), kokkos or cuda, where built in\n"
          "  --attention A        flash (default) or eager\n"
-         "  --dtype D            fp32 (default); bf16 or fp16 with --backend cuda\n"
+         "  --dtype D            fp32 (default); bf16 or fp16 with --backend cuda;\n"
+         "                       bf16 or int8 linear layers with --backend eigen\n"
          "  --threads N          host threads (0, the default: every core)\n"
          "  --batch-size N       texts per forward pass (default 8)\n"
          "  --max-tokens N       refuse a text, or a batch of texts, of more than N tokens (default " +

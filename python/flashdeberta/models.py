@@ -10,7 +10,7 @@ from . import _native
 from ._arguments import checkpoint_path
 
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
-           "float16": "float16", "fp16": "float16", "half": "float16"}
+           "float16": "float16", "fp16": "float16", "half": "float16", "int8": "int8"}
 
 
 def backend_for(device, backend):
@@ -30,7 +30,7 @@ def backend_for(device, backend):
 def dtype_name(dtype):
     name = str(dtype).replace("torch.", "")
     if name not in _DTYPES:
-        raise ValueError(f"dtype={dtype!r} is not one of float32, bfloat16, float16")
+        raise ValueError(f"dtype={dtype!r} is not one of float32, bfloat16, float16, int8")
     return _DTYPES[name]
 
 
@@ -122,7 +122,7 @@ def _auto(name, head, doc):
                                max_tokens=max_tokens, backend=backend)
 
     from_pretrained.__doc__ = (f"{doc}\n\ndevice: 'cpu' or 'cuda'; dtype: 'float32' (or 'bfloat16', 'float16' on "
-                               "CUDA); attention: 'flash' or 'eager'; threads: host threads (0: every core); "
+                               "CUDA; 'bfloat16' or 'int8' linear layers on the CPU); attention: 'flash' or 'eager'; threads: host threads (0: every core); "
                                "max_tokens: refuse inputs of more positions; backend: 'eigen', 'kokkos' or "
                                "'cuda' instead of the device's default.")
     return type(name, (), {"from_pretrained": classmethod(from_pretrained), "__doc__": doc})

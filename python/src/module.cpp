@@ -31,8 +31,10 @@ runtime::RuntimeOptions runtime_options(std::filesystem::path const& model, std:
     options.dtype = DType::kBF16;
   } else if (dtype == "float16") {
     options.dtype = DType::kF16;
+  } else if (dtype == "int8") {
+    options.dtype = DType::kI8;
   } else {
-    throw runtime::UsageError("dtype '" + dtype + "' is not one of float32, bfloat16, float16");
+    throw runtime::UsageError("dtype '" + dtype + "' is not one of float32, bfloat16, float16, int8");
   }
   if (attention != "flash" && attention != "eager")
     throw runtime::UsageError("attention '" + attention + "' is not one of flash, eager");

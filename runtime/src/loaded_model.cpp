@@ -182,9 +182,28 @@ Backend::Backend(RuntimeOptions const& options) : state_(std::make_unique<State>
   if (!backend_compiled_in(options.backend)) {
     throw UsageError("--backend " + name + ": this build has no " + (name == "cuda" ? "CUDA" : "Kokkos") + " backend");
   }
+  std::string const dtype(dtype_option_name(options.dtype));
+  if (options.dtype == DType::kI8 && options.backend != BackendKind::kEigen) {
+    throw UsageError("--dtype int8: dynamic int8 quantization runs on the host backend only (--backend eigen); the " +
+                     name + " backend computes in fp32" + (name == "cuda" ? ", bf16 or fp16" : " only"));
+  }
   switch (options.backend) {
     case BackendKind::kEigen:
-      state_->policy.emplace(std::in_place_type<EigenPolicy>, options.threads);
+      // bf16 and int8 are the linear layers' dtype (oneDNN); everything else stays float32.
+      if (options.dtype == DType::kF16) {
+        throw UsageError(
+            "--dtype fp16: the eigen backend computes in fp32, its linear layers optionally in bf16 or "
+            "int8 (fp16 is the cuda backend's)");
+      }
+      if (options.dtype == DType::kBF16 || options.dtype == DType::kI8) {
+        if (!eigen_detail::kHasOnednn) {
+          throw UsageError("--dtype " + dtype + ": the eigen backend runs bf16 and int8 through oneDNN, and this " +
+                           "build has none (install libdnnl-dev and configure with FLASHDEBERTA_WITH_ONEDNN=ON)");
+        }
+        state_->policy.emplace(EigenPolicy(EigenOptions{.threads = options.threads, .linear_dtype = options.dtype}));
+      } else {
+        state_->policy.emplace(std::in_place_type<EigenPolicy>, options.threads);
+      }
       break;
 #if FLASHDEBERTA_RUNTIME_HAS_KOKKOS
     case BackendKind::kKokkos:
@@ -201,10 +220,19 @@ Backend::Backend(RuntimeOptions const& options) : state_(std::make_unique<State>
       break;
   }
   // The policy, not a table here, says what it computes in, so a backend that gains bf16 needs no CLI change.
-  DType const computes = std::visit([](auto const& p) { return p.compute_dtype(); }, *state_->policy);
+  // A policy with a linear-layer dtype (EigenPolicy) is asked for that one.
+  DType const computes = std::visit(
+      []<class P>(P const& p) {
+        if constexpr (requires { p.linear_dtype(); }) {
+          return p.linear_dtype();
+        } else {
+          return p.compute_dtype();
+        }
+      },
+      *state_->policy);
   if (computes != options.dtype) {
-    throw UsageError("--dtype " + std::string(dtype_option_name(options.dtype)) + ": the " + name +
-                     " backend computes in " + std::string(dtype_option_name(computes)) + " only");
+    throw UsageError("--dtype " + dtype + ": the " + name + " backend computes in " +
+                     std::string(dtype_option_name(computes)) + " only");
   }
 }
 

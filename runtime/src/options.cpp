@@ -47,6 +47,8 @@ std::string_view dtype_option_name(DType dtype) {
       return "bf16";
     case DType::kF16:
       return "fp16";
+    case DType::kI8:
+      return "int8";
     default:
       return "fp32";
   }

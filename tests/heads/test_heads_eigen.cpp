@@ -13,3 +13,61 @@ TEST_CASE("heads: errors through EigenPolicy") {
 TEST_CASE("heads: HF fixtures from pytorch_model.bin through EigenPolicy") {
   flashdeberta::testing::run_head_torch_bin_suite(flashdeberta::EigenPolicy(2));
 }
+
+#if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
+namespace {
+
+namespace fd = flashdeberta;
+
+// Rows (sequences, choices, or valid tokens) whose largest logit is at another label than HF's.
+std::int64_t argmax_disagreements(fd::testing::HeadCase const& c, fd::PaddedTensor const& ours) {
+  std::vector<float> const theirs = c.expected.read_f32("logits");
+  std::vector<std::int64_t> const& shape = c.expected.info("logits").shape;
+  bool const per_token =
+      shape.size() >= c.input_shape.size() && std::equal(c.input_shape.begin(), c.input_shape.end(), shape.begin());
+  std::int64_t const width = shape.back();
+  std::int64_t const rows = static_cast<std::int64_t>(theirs.size()) / width;
+  std::int64_t disagreements = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if (per_token && c.mask[r] == 0) continue;
+    auto const label = [&](std::vector<float> const& v) {
+      return std::max_element(v.begin() + r * width, v.begin() + (r + 1) * width) - (v.begin() + r * width);
+    };
+    disagreements += label(theirs) != label(ours.values) ? 1 : 0;
+  }
+  return disagreements;
+}
+
+}  // namespace
+
+// The classification heads with the encoder's linear layers in bf16 and int8 (oneDNN, docs/host-dtypes.md):
+// logits within about twice the max abs error measured on an AVX512-BF16 EPYC (bf16 1.65e-2, int8 2.70e-2, both
+// tokcls_v3), and every predicted label equal to HF's.
+TEST_CASE("heads: classification fixtures with bf16 and int8 linear layers through EigenPolicy") {
+  auto const bound = [](fd::DType dtype) { return dtype == fd::DType::kBF16 ? 3.5e-2 : 5.5e-2; };
+  for (char const* name : {"seqcls_v1", "seqcls_v3", "tokcls_v1", "tokcls_v3", "mc_v3"}) {
+    std::filesystem::path const dir = fd::testing::heads_fixture_dir() / name;
+    fd::ModelConfig const config = fd::load_model_config(dir);
+    fd::testing::HeadCase const c = fd::testing::read_head_case(dir);
+    for (fd::DType dtype : {fd::DType::kBF16, fd::DType::kI8}) {
+      fd::EigenPolicy const policy(fd::EigenOptions{.threads = 2, .linear_dtype = dtype});
+      double err = 0.0;
+      std::int64_t disagreements = 0;
+      fd::dispatch_variant(config, [&]<fd::Variant V>() {
+        fd::dispatch_head(fd::head_kind_from_config(config), [&]<template <class> class Head>() {
+          auto const model = fd::DebertaWith<V, fd::EigenPolicy, Head>::load(policy, dir);
+          fd::HeadOutput const out = model.forward_to_host(c.batch);
+          fd::PaddedTensor const logits = fd::to_padded(out["logits"], c.batch, c.input_shape);
+          err = fd::testing::field_error(c, logits, "logits");
+          disagreements = argmax_disagreements(c, logits);
+        });
+      });
+      MESSAGE("heads fixture " << std::string(name) << " " << fd::dtype_name(dtype)
+                               << " linear layers: logits max abs error " << err << ", labels differing from HF "
+                               << disagreements);
+      CHECK(err <= bound(dtype));
+      CHECK(disagreements == 0);
+    }
+  }
+}
+#endif

@@ -140,9 +140,9 @@ def test_max_tokens(fd):
 # --- arguments -----------------------------------------------------------------------------------------
 
 def test_bad_dtype_device_attention(fd):
-    # bfloat16 on the CPU too: the host backend computes in float32 only (README, "Bad input").
+    # float16 on the CPU too: the host backend computes in float32, its linear layers optionally in bf16 or int8.
     for kwargs, needle in (({"dtype": "float8"}, "float8"), ({"device": "tpu"}, "tpu"),
-                           ({"attention": "sparse"}, "sparse"), ({"dtype": "bfloat16"}, "bf16|bfloat16")):
+                           ({"attention": "sparse"}, "sparse"), ({"dtype": "float16"}, "fp16|float16")):
         with pytest.raises(ValueError, match=needle):
             fd.AutoModel.from_pretrained(str(SEQCLS), **kwargs)
     with pytest.raises(ValueError, match="float8"):

@@ -197,7 +197,7 @@ class StartupErrors(unittest.TestCase):
         self.refused(2, "missing --model")
         self.refused(2, "unknown option '--max-tokens' for 'serve'", *model, "--max-tokens", 10)
         self.refused(2, "--port '70000' is not an integer in [0, 65535]", *model, "--port", 70000)
-        self.refused(2, "the eigen backend computes in fp32 only", *model, "--dtype", "bf16")
+        self.refused(2, "the eigen backend computes in fp32", *model, "--dtype", "fp16")
         self.refused(2, "--max-input-length 512 (max_position_embeddings of config.json) is more than "
                         "--max-batch-tokens 100", *model, "--max-batch-tokens", 100)
         self.refused(2, "--http-threads 4 must exceed --max-concurrent-requests 4", *model, "--http-threads", 4,

@@ -36,14 +36,14 @@ struct RuntimeOptions {
   std::filesystem::path model;
   BackendKind backend = BackendKind::kEigen;
   AttentionImpl attention = AttentionImpl::kFlash;
-  DType dtype = DType::kF32;
+  DType dtype = DType::kF32;  // kI8: the host backend's linear layers quantized to int8 (docs/host-dtypes.md)
   int threads = 0;                              // 0: every core the backend sees
   std::int64_t max_tokens = kDefaultMaxTokens;  // refuse larger inputs before running them
 };
 
 std::string_view backend_name(BackendKind backend);        // "eigen", "kokkos", "cuda"
 std::string_view attention_name(AttentionImpl attention);  // "flash", "eager"
-std::string_view dtype_option_name(DType dtype);           // "fp32", "bf16", "fp16"
+std::string_view dtype_option_name(DType dtype);           // "fp32", "bf16", "fp16", "int8"
 
 // Whether this build of the runtime has the backend.
 bool backend_compiled_in(BackendKind backend);
