@@ -1,0 +1,831 @@
+#!/usr/bin/env python3
+"""GLiNER on our engine next to GLiNER's own code: PyTorch on the H200 and ONNX Runtime on the CPU, one model,
+one run (issue 16 item 5).
+
+On the GPU machine (python3 with torch, transformers, tokenizers, sentencepiece, onnxruntime, numpy; GLiNER's
+source, not installed, in the git-ignored .reference/gliner_src/gliner, carried there), from the repository root:
+
+    python3 bench/compare_gliner.py --cli BUNDLE/bin/flashdeberta [--out bench/results/gliner-<date>.md]
+
+or as the `gliner_bench` step of tests/cuda/run_on_device.sh (bench/README.md). GLiNER's source is GLiNER 0.2.27
+(github:urchade/GLiNER at c2bb58ddf569480ef7a9de03bef653723a42f5c2), put there as tests/fixtures/README.md says
+("GLiNER fixtures"). Here, without torch, only our CLI's part runs, on a fixture model:
+
+    python3 bench/compare_gliner.py --parts ours-cpu --model tests/fixtures/gliner/span_markerV0 \\
+        --cli build/examples/flashdeberta --threads 2 --out /tmp/gliner.md
+
+Parts (--parts, default all, in this order):
+  build     the model, by GLiNER's own code: a random DebertaV2Model of deberta-v3-base shape (12 layers, hidden
+            768, 12 heads, 256 buckets, c2p|p2c) saved with models/tiny-en's SentencePiece vocabulary (12,000
+            pieces), then UniEncoderSpanGLiNER.load_from_config({span_mode markerV0, hidden_size 512,
+            num_rnn_layers 1, max_width 12, max_len 384, words_splitter_type whitespace},
+            backbone_from_pretrained=True) (the gliner_medium-v2.1 shape), every parameter re-randomized with fan-in
+            scaling and the label projection calibrated (tests/fixtures/make_gliner_fixtures.py's randomize and
+            calibrate: logits of a calibration text with mean --calib-mean and std 2, so scores do not saturate and
+            a realistic few spans per text pass the threshold), saved with save_pretrained (safetensors) into
+            WORK/gliner-medium-random; then GLiNER's export_to_onnx (torch.onnx.export, dynamo=False, opset 19)
+            into WORK/gliner-medium-random-onnx. Both systems load that one directory.
+  torch     GLiNER's PyTorch model on the GPU (UniEncoderSpanGLiNER.from_pretrained(map_location="cuda")), fp32
+            and bf16 (from_pretrained(dtype="bf16"), GLiNER's own option), stock HF DebertaV2Model backbone.
+  ours-cuda `flashdeberta gliner --backend cuda --dtype bf16|fp32 --batch-size B --timing`.
+  ort       GLiNER's ONNX Runtime path on the CPU (from_pretrained(load_onnx_model=True, session_options:
+            ORT_ENABLE_ALL, intra_op_num_threads --threads, inter_op 1)), pinned to the first --threads CPUs.
+  ours-cpu  `flashdeberta gliner --backend eigen --threads N --batch-size B --timing`, pinned the same way.
+
+Texts: --texts (64) texts of 180-220 words (GLiNER's whitespace splitter's words: punctuation counts) made of
+sentences with capitalized names, places, organizations and dates (a fixed-seed generator), 5 labels, threshold
+0.5, flat NER. Batch 64: GLiNER's inference(texts, labels, batch_size=64) called --warmup times, then --repeat
+times, its median; ours: the same 64 texts (--warmup + --repeat) times through stdin in one process, each batch
+timed by when its last output line arrives (ours flushes per batch). Batch 1: predict_entities per text, and ours
+with --batch-size 1, --single-texts texts after warm-up texts, total time. Both include tokenization and
+decoding. Agreement: the batch-64 entities of every run against GLiNER PyTorch fp32 (ONNX Runtime's when that
+did not run): texts whose (start, end, label) lists are identical, entities missing and extra, max score
+difference over the common ones. Peak host memory: VmHWM of each process (/proc; see compare_common.py).
+
+No part starts after --deadline-s (default 330) seconds; the report is written in any case, to --out (default
+bench/results/gliner-<date>.md) and stdout. The whole default run takes about 3-5 minutes on the GPU machine.
+"""
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare_common import (REPO, BenchError, check_cli, commit, first_cores, machine, pinned,  # noqa: E402
+                            python_modules_missing, short_error, table, thread_env, today, vmhwm_kib, write_report)
+
+PARTS = ("build", "torch", "ours-cuda", "ort", "ours-cpu")
+LABELS = ["person", "organization", "location", "date", "event"]
+GLINER_COMMIT = "c2bb58ddf569480ef7a9de03bef653723a42f5c2"
+MODEL_CFG = dict(span_mode="markerV0", hidden_size=512, num_rnn_layers=1, max_width=12, max_len=384,
+                 words_splitter_type="whitespace", dropout=0.4)
+BACKBONE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+                hidden_act="gelu", max_position_embeddings=512, relative_attention=True, position_buckets=256,
+                max_relative_positions=-1, norm_rel_ebd="layer_norm", share_att_key=True, pos_att_type="p2c|c2p",
+                position_biased_input=False, type_vocab_size=0, layer_norm_eps=1e-7, pad_token_id=0)
+WORD_RE = re.compile(r"\w+(?:[-_]\w+)*|\S")  # GLiNER's WhitespaceTokenSplitter
+
+# ------------------------------------------------------------------------------------------------------------
+# Texts
+# ------------------------------------------------------------------------------------------------------------
+
+FIRST = ("Anna Peter Maria John Laura Ahmed Chen Sofia Lucas Elena David Fatima Marco Julia Tomas Amira Oliver "
+         "Hannah Diego Priya Noah Ingrid Kenji Clara Samuel").split()
+LAST = ("Smith Novak Garcia Okafor Schmidt Rossi Tanaka Kowalski Dubois Haddad Larsen Silva Moreau Ivanova Patel "
+        "Jensen Costa Weber Nakamura Fischer").split()
+PLACES = ("Berlin Nairobi Lima Toronto Madrid Oslo Kyoto Cairo Lisbon Warsaw Dublin Seoul Quito Prague Vienna "
+          "Chicago Manila Dakar Geneva Perth").split() + ["New Delhi", "Buenos Aires", "Cape Town", "San Diego"]
+ORGS = ["the United Nations", "Google", "the Red Cross", "Siemens", "the World Bank", "Nokia", "Oxfam",
+        "the European Space Agency", "Toyota", "the University of Leeds", "Greenpeace", "Deutsche Bahn",
+        "the Museum of Modern Art", "Unilever", "the National Health Service", "Airbus"]
+EVENTS = ["the Climate Summit", "the World Cup", "the Olympic Games", "the Book Fair", "the Film Festival",
+          "the Trade Conference", "the Jazz Festival", "the Science Week"]
+MONTHS = ("January February March April May June July August September October November December").split()
+ADJ = ("new old small large local public early final annual quiet busy careful strong recent main").split()
+NOUNS = ("report project plan budget meeting study office program network school bridge station market museum "
+         "festival contract agreement survey").split()
+VERBS = ("visited joined met praised criticized announced opened presented signed discussed reviewed "
+         "described").split()
+TEMPLATES = [
+    "{person} {verb} {org} in {place} on {date} .",
+    "In {date} , {person} and {person2} {verb} the {adj} {noun} of {org} .",
+    "The {adj} {noun} was {verb} by {person} during {event} in {place} .",
+    "{org} said that {person} would lead the {adj} {noun} in {place} from {date} .",
+    "After {event} , {person} travelled from {place} to {place2} to meet {person2} .",
+    "According to {person} , the {noun} in {place} is {adj} and the {noun2} is {adj2} .",
+    "{person} , who works for {org} , {verb} the {adj} {noun} on {date} .",
+    "Many people in {place} still remember {event} and the {adj} {noun} that {org} {verb} .",
+]
+
+
+def make_texts(count, seed=16, low=180, high=220):
+    """count texts of low..high words (GLiNER's splitter), sentences with names, places, organizations, dates."""
+    rng = random.Random(seed)
+
+    def person():
+        return f"{rng.choice(FIRST)} {rng.choice(LAST)}" if rng.random() < 0.7 else rng.choice(FIRST)
+
+    def date():
+        r = rng.random()
+        if r < 0.4:
+            return f"{rng.randint(1, 28)} {rng.choice(MONTHS)} {rng.randint(1950, 2025)}"
+        return f"{rng.choice(MONTHS)} {rng.randint(1950, 2025)}" if r < 0.8 else str(rng.randint(1950, 2025))
+
+    texts = []
+    for _ in range(count):
+        target = rng.randint(low, high)
+        words = []
+        while len(words) < target:
+            s = rng.choice(TEMPLATES).format(
+                person=person(), person2=person(), org=rng.choice(ORGS), place=rng.choice(PLACES),
+                place2=rng.choice(PLACES), date=date(), event=rng.choice(EVENTS), adj=rng.choice(ADJ),
+                adj2=rng.choice(ADJ), noun=rng.choice(NOUNS), noun2=rng.choice(NOUNS), verb=rng.choice(VERBS))
+            s = s[0].upper() + s[1:]
+            words += WORD_RE.findall(s)
+        texts.append(" ".join(words[:target]))
+    return texts
+
+
+def word_count(text):
+    return len(WORD_RE.findall(text))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Workers (GPU machine only: torch, transformers, GLiNER's source on PYTHONPATH)
+# ------------------------------------------------------------------------------------------------------------
+
+def log(msg):
+    sys.stderr.write(f"[{time.strftime('%H:%M:%S')}] {msg}\n")
+    sys.stderr.flush()
+
+
+def save_json(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, ensure_ascii=False)
+    os.replace(tmp, path)
+
+
+def import_gliner():
+    import importlib.util
+    if importlib.util.find_spec("flashdeberta") is not None:
+        # GLiNER's encoder imports FlashDebertaV2Model from any module named flashdeberta (Knowledgator's
+        # package); ours has that name too and would break GLiNER's import.
+        raise RuntimeError("a module named 'flashdeberta' is importable here (PYTHONPATH?); GLiNER would import "
+                           "FlashDebertaV2Model from it. Run the GLiNER parts with PYTHONPATH=.reference/gliner_src only")
+    import gliner
+    from gliner.model import UniEncoderSpanGLiNER
+    return gliner, UniEncoderSpanGLiNER
+
+
+def worker_build(a):
+    import shutil
+    import torch
+    from transformers import DebertaV2Config, DebertaV2Model
+    gliner, UniEncoderSpanGLiNER = import_gliner()
+    sys.path.insert(0, str(REPO / "tests" / "fixtures"))
+    import make_gliner_fixtures as mgf  # randomize() and calibrate(): the fixtures' rules
+
+    torch.set_num_threads(max(1, a.threads))
+    spec = json.load(open(a.texts_file, encoding="utf-8"))
+    info = {"gliner": getattr(gliner, "__version__", None), "torch": torch.__version__}
+    t0 = time.time()
+    vocab_dir, vocab_size = mgf.VOCABS["tiny-en"]
+    tmp = tempfile.mkdtemp(prefix="gliner_medium_bb_")
+    try:
+        torch.manual_seed(a.seed)
+        DebertaV2Model(DebertaV2Config(vocab_size=vocab_size, **BACKBONE)).save_pretrained(tmp)
+        for f in mgf.TOKENIZER_FILES:
+            if os.path.exists(os.path.join(vocab_dir, f)):
+                shutil.copy(os.path.join(vocab_dir, f), os.path.join(tmp, f))
+        cfg = dict(MODEL_CFG, model_name=tmp)
+        model = UniEncoderSpanGLiNER.load_from_config(cfg, backbone_from_pretrained=True)
+        model.eval()
+        n = mgf.randomize(model.model, a.seed + 1)
+        calib = mgf.calibrate(model, False, spec["texts"][0], spec["labels"], mean=a.calib_mean, std=2.0)
+        model.config.model_name = "flashdeberta-bench/random-deberta-v3-base"  # never fetched: the dir is complete
+        if os.path.exists(a.model_dir):
+            shutil.rmtree(a.model_dir)
+        model.save_pretrained(a.model_dir, safe_serialization=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    info.update(parameters=sum(p.numel() for p in model.model.parameters()), randomized=n, calibration=calib,
+                build_s=round(time.time() - t0, 1), files=sorted(os.listdir(a.model_dir)))
+    log(f"model saved in {a.model_dir} ({info['parameters'] / 1e6:.1f} M parameters, {info['build_s']} s): "
+        f"{info['files']}; calibration {calib}")
+    save_json(a.result, {"build": info})
+    if a.onnx_dir:
+        t0 = time.time()
+        try:
+            if os.path.exists(a.onnx_dir):
+                shutil.rmtree(a.onnx_dir)
+            paths = model.export_to_onnx(a.onnx_dir)  # GLiNER's own export (torch.onnx.export, dynamo=False)
+            info.update(onnx=paths, onnx_s=round(time.time() - t0, 1))
+            log(f"ONNX export: {paths} in {info['onnx_s']} s")
+        except Exception as e:  # noqa: BLE001 (the PyTorch parts can still run)
+            info["onnx_error"] = f"{type(e).__name__}: {str(e)[:400]}"
+            log("ONNX export failed: " + info["onnx_error"])
+        save_json(a.result, {"build": info})
+
+
+def time_gliner(model, texts, labels, threshold, batch, warmup, repeat, single_texts, deadline):
+    """Texts/s of GLiNER's own calls; batch 64: inference() on the 64 texts; batch 1: predict_entities per text."""
+    if time.time() > deadline:
+        return {"skipped": "deadline"}
+    if batch == 1:
+        pool = [texts[i % len(texts)] for i in range(warmup + single_texts)]
+        for t in pool[:warmup]:
+            model.predict_entities(t, labels, threshold=threshold)
+        times = []
+        for t in pool[warmup:]:
+            start = time.perf_counter()
+            model.predict_entities(t, labels, threshold=threshold)
+            times.append(time.perf_counter() - start)
+            if time.time() > deadline:
+                break
+        return {"texts_per_s": len(times) / sum(times), "median_ms": statistics.median(times) * 1e3,
+                "texts": len(times)}
+    chunk = texts[:batch]
+    for _ in range(warmup):
+        model.inference(chunk, labels, threshold=threshold, batch_size=batch)
+    times, out = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = model.inference(chunk, labels, threshold=threshold, batch_size=batch)
+        times.append(time.perf_counter() - start)
+        if time.time() > deadline:
+            break
+    med = statistics.median(times)
+    ents = [[[e["start"], e["end"], e["label"], float(e["score"])] for e in text_ents] for text_ents in out]
+    return {"texts_per_s": len(chunk) / med, "median_ms": med * 1e3, "runs": len(times), "entities": ents}
+
+
+def worker_run(a):
+    """GLiNER's PyTorch model on CUDA (a.worker == 'torch') or its ONNX Runtime path on the CPU ('ort')."""
+    import torch
+    gliner, UniEncoderSpanGLiNER = import_gliner()
+    spec = json.load(open(a.texts_file, encoding="utf-8"))
+    texts, labels, thr = spec["texts"], spec["labels"], spec["threshold"]
+    deadline = a.deadline
+    result = {"versions": {"gliner": getattr(gliner, "__version__", None), "torch": torch.__version__}, "runs": []}
+    if a.worker == "torch":
+        if not torch.cuda.is_available():
+            raise RuntimeError("torch sees no CUDA device")
+        result["device"] = torch.cuda.get_device_name(0)
+        result["tf32"] = {"matmul": torch.backends.cuda.matmul.allow_tf32, "cudnn": torch.backends.cudnn.allow_tf32}
+        settings = [(d, None) for d in a.dtypes.split(",")]
+    else:
+        import onnxruntime as ort
+        torch.set_num_threads(a.threads)  # GLiNER's pre- and post-processing run in torch on the CPU
+        result["versions"]["onnxruntime"] = ort.__version__
+        settings = [("fp32", None)]
+    for dtype, _ in settings:
+        rec = {"dtype": dtype}
+        result["runs"].append(rec)
+        if time.time() > deadline:
+            rec["skipped"] = "deadline"
+            continue
+        try:
+            t0 = time.time()
+            if a.worker == "torch":
+                model = UniEncoderSpanGLiNER.from_pretrained(a.model_dir, local_files_only=True, map_location="cuda",
+                                                             dtype=None if dtype == "fp32" else dtype)
+                rec["param_dtype"] = str(next(model.model.parameters()).dtype)
+            else:
+                so = ort.SessionOptions()
+                so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                so.intra_op_num_threads = a.threads
+                so.inter_op_num_threads = 1
+                so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+                model = UniEncoderSpanGLiNER.from_pretrained(a.model_dir, local_files_only=True, map_location="cpu",
+                                                             load_onnx_model=True, onnx_model_file="model.onnx",
+                                                             session_options=so)
+                rec["providers"] = model.model.session.get_providers()
+            model.eval()
+            rec["load_s"] = round(time.time() - t0, 2)
+            log(f"{a.worker} {dtype}: loaded in {rec['load_s']} s")
+            for b in sorted(set(a.batch_sizes), reverse=True):
+                try:
+                    warm = a.warmup_single if b == 1 else a.warmup
+                    r = time_gliner(model, texts, labels, thr, b, warm, a.repeat, a.single_texts, deadline)
+                except Exception as e:  # noqa: BLE001
+                    r = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+                rec[f"batch_{b}"] = r
+                log(f"{a.worker} {dtype} batch {b}: " + json.dumps({k: v for k, v in r.items() if k != "entities"}))
+                rec["vmhwm_kib"] = vmhwm_kib()
+                save_json(a.result, result)
+            del model
+            if a.worker == "torch":
+                torch.cuda.empty_cache()
+        except Exception as e:  # noqa: BLE001 (reported; the next setting still runs)
+            rec["error"] = f"{type(e).__name__}: {str(e)[:400]}"
+            log(f"{a.worker} {dtype}: " + rec["error"])
+        save_json(a.result, result)
+    result["vmhwm_kib"] = vmhwm_kib()
+    save_json(a.result, result)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Our CLI
+# ------------------------------------------------------------------------------------------------------------
+
+def run_cli_stream(cmd, stdin_path, timeout, cores=None, env=None):
+    """Runs cmd with stdin from a file; returns (rc, [(arrival seconds, line)], stderr, peak VmHWM KiB)."""
+    with open(stdin_path, "rb") as fin:
+        proc = subprocess.Popen(cmd, stdin=fin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                preexec_fn=pinned(cores) if cores else None)
+    err_chunks, peak = [], [None]
+    done = threading.Event()
+
+    def drain_err():
+        for block in iter(lambda: proc.stderr.read(65536), b""):
+            err_chunks.append(block)
+
+    def sample():
+        while not done.is_set():
+            v = vmhwm_kib(proc.pid)
+            if v is not None:
+                peak[0] = v if peak[0] is None else max(peak[0], v)
+            done.wait(0.01)
+
+    killer = threading.Timer(timeout, proc.kill)
+    threads = [threading.Thread(target=drain_err, daemon=True), threading.Thread(target=sample, daemon=True)]
+    for t in threads:
+        t.start()
+    killer.start()
+    start = time.perf_counter()
+    lines = []
+    for raw in proc.stdout:
+        lines.append((time.perf_counter() - start, raw.decode("utf-8", "replace")))
+    rc = proc.wait()
+    killer.cancel()
+    done.set()
+    for t in threads:
+        t.join(timeout=10)
+    return rc, lines, b"".join(err_chunks).decode("utf-8", "replace"), peak[0]
+
+
+def ours_run(a, cli, model_dir, backend, dtype, batch, texts, labels, threshold, cores, timeout, work):
+    """Our CLI on (warmup + repeat) batches of `batch` texts (batch 1: warm-up texts, then --single-texts)."""
+    if batch == 1:
+        warm, timed = a.warmup_single, a.single_texts
+        lines_in = [texts[i % len(texts)] for i in range(warm + timed)]
+    else:
+        warm, timed = a.warmup, a.repeat
+        lines_in = [texts[i % batch] for i in range((warm + timed) * batch)]
+        if batch > len(texts):
+            return {"error": f"batch {batch} is more than the {len(texts)} texts (--texts)"}
+    stdin_path = os.path.join(work, f"stdin-{batch}.txt")
+    with open(stdin_path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines_in) + "\n")
+    cmd = [cli, "gliner", "--model", model_dir, "--labels", ",".join(labels), "--threshold", repr(threshold),
+           "--backend", backend, "--dtype", dtype, "--batch-size", str(batch), "--timing"]
+    if backend == "eigen":
+        cmd += ["--threads", str(a.threads)]
+    env = thread_env(a.threads) if backend == "eigen" else dict(os.environ)
+    rc, lines, err, peak = run_cli_stream(cmd, stdin_path, timeout, cores=cores, env=env)
+    if rc != 0:
+        return {"error": f"exit {rc}: {short_error(err)}"}
+    if len(lines) != len(lines_in):
+        return {"error": f"{len(lines)} output lines for {len(lines_in)} texts: {short_error(err)}"}
+    ends = [lines[i][0] for i in range(batch - 1, len(lines), batch)]  # when each batch's last line came
+    rec = {"vmhwm_kib": peak}
+    m = re.search(r"loaded \S+ in ([0-9.]+) ms", err)
+    if m:
+        rec["load_ms"] = float(m.group(1))
+    if batch == 1:
+        per = [ends[i] - ends[i - 1] for i in range(warm, len(ends))] if warm > 0 else None
+        if not per:
+            return {"error": "batch 1 needs at least one warm-up text (--warmup-single)"}
+        rec.update(texts_per_s=len(per) / sum(per), median_ms=statistics.median(per) * 1e3, texts=len(per))
+        return rec
+    per = [ends[i] - ends[i - 1] for i in range(max(warm, 1), len(ends))]
+    if not per:
+        return {"error": "no timed batch: --warmup must be at least 1 and --repeat at least 1"}
+    med = statistics.median(per)
+    last = [json.loads(l) for _, l in lines[-batch:]]
+    rec.update(texts_per_s=batch / med, median_ms=med * 1e3, runs=len(per),
+               entities=[[[e["start"], e["end"], e["label"], float(e["score"])] for e in d["entities"]]
+                         for d in last])
+    return rec
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The harness
+# ------------------------------------------------------------------------------------------------------------
+
+def parse_list(kind, allowed=None):
+    def parse(text):
+        values = [x.strip() for x in text.split(",") if x.strip()]
+        if not values:
+            raise argparse.ArgumentTypeError(f"no {kind} given")
+        if allowed is not None:
+            bad = [x for x in values if x not in allowed]
+            if bad:
+                raise argparse.ArgumentTypeError(f"{kind} {bad} not among {', '.join(allowed)}")
+        return values
+    return parse
+
+
+def parse_batches(text):
+    try:
+        values = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of batch sizes")
+    if not values or values[0] < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: batch sizes are positive integers")
+    return values
+
+
+def build_parser():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--cli", default=os.environ.get("FLASHDEBERTA_CLI", str(REPO / "build/examples/flashdeberta")))
+    p.add_argument("--parts", type=parse_list("parts", PARTS), default=list(PARTS),
+                   help="comma-separated subset of " + ",".join(PARTS) + " (default all)")
+    p.add_argument("--model", help="a GLiNER model directory to use instead of building one (no build part then)")
+    p.add_argument("--onnx-dir", help="its ONNX export (GLiNER's export_to_onnx layout) for the ort part")
+    p.add_argument("--work-dir", default=os.path.join(tempfile.gettempdir(), "flashdeberta-compare-gliner"))
+    p.add_argument("--gliner-src", default=str(REPO / ".reference" / "gliner_src"),
+                   help="folder holding GLiNER's gliner/ package (default .reference/gliner_src)")
+    p.add_argument("--texts", type=int, default=64, help="distinct texts (default 64)")
+    p.add_argument("--batch-sizes", type=parse_batches, default=[1, 64], help="default 1,64")
+    p.add_argument("--labels", type=parse_list("labels"), default=LABELS, help="default " + ",".join(LABELS))
+    p.add_argument("--threshold", type=float, default=0.5)
+    p.add_argument("--threads", type=int, default=16, help="CPU threads of the ort and ours-cpu parts (default 16)")
+    p.add_argument("--torch-dtypes", type=parse_list("dtypes", ("fp32", "bf16", "fp16")), default=["fp32", "bf16"])
+    p.add_argument("--cuda-dtypes", type=parse_list("dtypes", ("bf16", "fp32", "fp16")), default=["bf16", "fp32"],
+                   help="ours on CUDA (default bf16,fp32)")
+    p.add_argument("--cpu-dtypes", type=parse_list("dtypes", ("fp32", "bf16", "int8")), default=["fp32"],
+                   help="ours on eigen (default fp32)")
+    p.add_argument("--warmup", type=int, default=2, help="warm-up batches of the big batch size (default 2)")
+    p.add_argument("--repeat", type=int, default=5, help="timed batches of the big batch size (default 5)")
+    p.add_argument("--cpu-warmup", type=int, default=1, help="--warmup of the CPU parts (default 1)")
+    p.add_argument("--cpu-repeat", type=int, default=3, help="--repeat of the CPU parts (default 3)")
+    p.add_argument("--single-texts", type=int, default=32, help="texts timed at batch 1 (default 32; CPU: half)")
+    p.add_argument("--warmup-single", type=int, default=3, help="warm-up texts at batch 1 (default 3)")
+    p.add_argument("--calib-mean", type=float, default=-5.0,
+                   help="mean logit of the calibration text (default -5: a few spans per text over 0.5)")
+    p.add_argument("--seed", type=int, default=2027)
+    p.add_argument("--deadline-s", type=float, default=330.0, help="no part starts after this (default 330 s)")
+    p.add_argument("--out", help="report path (default bench/results/gliner-<date>.md)")
+    p.add_argument("--commit")
+    p.add_argument("--python", default=sys.executable, help=argparse.SUPPRESS)
+    # worker mode (internal)
+    p.add_argument("--worker", choices=["build", "torch", "ort"], help=argparse.SUPPRESS)
+    p.add_argument("--texts-file", help=argparse.SUPPRESS)
+    p.add_argument("--model-dir", help=argparse.SUPPRESS)
+    p.add_argument("--result", help=argparse.SUPPRESS)
+    p.add_argument("--dtypes", default="fp32", help=argparse.SUPPRESS)
+    p.add_argument("--deadline", type=float, default=float("inf"), help=argparse.SUPPRESS)
+    return p
+
+
+def gliner_env(a, threads=None):
+    """The environment of a GLiNER process: its source alone on PYTHONPATH, FlashDeBERTa off."""
+    env = thread_env(threads) if threads else dict(os.environ)
+    env["PYTHONPATH"] = os.path.abspath(a.gliner_src)
+    env.pop("USE_FLASHDEBERTA", None)
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def gliner_commit(a):
+    p = os.path.join(a.gliner_src, "GLINER_COMMIT")
+    return open(p).read().strip() if os.path.exists(p) else None
+
+
+def preflight(a, parts):
+    """Everything cheap that can fail, before any work."""
+    if a.texts < max(a.batch_sizes):
+        raise BenchError(f"--texts {a.texts} is fewer than the largest batch size {max(a.batch_sizes)}")
+    if min(a.warmup, a.repeat, a.cpu_warmup, a.cpu_repeat, a.warmup_single, a.single_texts) < 1:
+        raise BenchError("--warmup, --repeat, --cpu-warmup, --cpu-repeat, --warmup-single and --single-texts must be >= 1")
+    if any("," in l for l in a.labels):
+        raise BenchError("a label may not hold a comma")
+    cli = check_cli(a.cli) if {"ours-cuda", "ours-cpu"} & set(parts) else None
+    if {"ort", "ours-cpu"} & set(parts):
+        first_cores(a.threads)
+    gl_parts = {"build", "torch", "ort"} & set(parts)
+    if gl_parts:
+        if not os.path.isfile(os.path.join(a.gliner_src, "gliner", "__init__.py")):
+            raise BenchError(
+                f"GLiNER's source is not in {a.gliner_src}/gliner: fetch github:urchade/GLiNER at {GLINER_COMMIT} "
+                f"(GLiNER 0.2.27) and put its gliner/ package there (tests/fixtures/README.md, 'GLiNER fixtures'); "
+                f"on the GPU machine carry .reference/gliner_src; or leave out the parts {sorted(gl_parts)} (--parts)")
+        need = ["numpy", "torch", "transformers", "gliner"] + (["onnxruntime"] if {"build", "ort"} & gl_parts else [])
+        missing = python_modules_missing(need, a.python, env=gliner_env(a))
+        if missing:
+            raise BenchError("GLiNER's parts cannot run: " + "; ".join(f"{m}: {e}" for m, e in missing.items()) +
+                             f" (python {a.python}, PYTHONPATH={os.path.abspath(a.gliner_src)}); leave them out with "
+                             "--parts ours-cuda,ours-cpu --model DIR")
+    if "build" not in parts:
+        if not a.model:
+            raise BenchError("without the build part, --model DIR (a GLiNER model directory) is needed")
+        if not os.path.isfile(os.path.join(a.model, "gliner_config.json")):
+            raise BenchError(f"--model {a.model}: no gliner_config.json (a GLiNER save_pretrained directory)")
+        if "ort" in parts and not (a.onnx_dir and os.path.isfile(os.path.join(a.onnx_dir, "model.onnx"))):
+            raise BenchError("the ort part without the build part needs --onnx-dir DIR holding model.onnx")
+    elif a.model:
+        raise BenchError("--model and the build part exclude each other: give --parts without build")
+    return cli
+
+
+class State:
+    def __init__(self, a):
+        self.a = a
+        self.start = time.monotonic()
+        self.build = {}
+        self.gliner = {}  # part -> worker result
+        self.ours = {}  # (backend, dtype, batch) -> record
+        self.notes = []
+        self.versions = {}
+        self.device = None
+
+    def elapsed(self):
+        return time.monotonic() - self.start
+
+    def past_deadline(self):
+        return self.elapsed() > self.a.deadline_s
+
+    def epoch_deadline(self):
+        return time.time() + max(0.0, self.a.deadline_s - self.elapsed())
+
+    def timeout(self):
+        return max(60.0, self.a.deadline_s + 150.0 - self.elapsed())
+
+    def note(self, msg):
+        self.notes.append(msg)
+        sys.stderr.write("note: " + msg + "\n")
+
+
+def run_worker(st, kind, extra, cores=None, threads=None):
+    a = st.a
+    result = os.path.join(a.work_dir, f"{kind}.json")
+    if os.path.exists(result):
+        os.remove(result)
+    log_path = os.path.join(a.work_dir, f"{kind}.log")
+    cmd = [a.python, os.path.abspath(__file__), "--worker", kind, "--texts-file",
+           os.path.join(a.work_dir, "texts.json"), "--result", result, "--threads", str(threads or a.threads),
+           "--deadline", repr(st.epoch_deadline()), "--batch-sizes", ",".join(map(str, a.batch_sizes)),
+           "--seed", str(a.seed), *extra]
+    log(f"{kind}: {' '.join(cmd[2:])}")
+    with open(log_path, "w") as lf:
+        try:
+            rc = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT, env=gliner_env(a, threads),
+                                preexec_fn=pinned(cores) if cores else None, timeout=st.timeout()).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    out = json.load(open(result, encoding="utf-8")) if os.path.exists(result) else {}
+    if rc != 0:
+        msg = f"{kind} worker: exit {rc}: {short_error(Path(log_path).read_text(errors='replace'))} (log {log_path})"
+        out.setdefault("error", msg)
+        st.note(msg)
+    return out
+
+
+def run_parts(st, cli, parts, texts):
+    a = st.a
+    os.makedirs(a.work_dir, exist_ok=True)
+    save_json(os.path.join(a.work_dir, "texts.json"), {"texts": texts, "labels": a.labels, "threshold": a.threshold})
+    model_dir = a.model or os.path.join(a.work_dir, "gliner-medium-random")
+    onnx_dir = a.onnx_dir or os.path.join(a.work_dir, "gliner-medium-random-onnx")
+    if "build" in parts:
+        extra = ["--model-dir", model_dir, "--calib-mean", repr(a.calib_mean)]
+        if "ort" in parts:
+            extra += ["--onnx-dir", onnx_dir]
+        res = run_worker(st, "build", extra, threads=None)
+        st.build = res.get("build", {})
+        if "error" in res and not os.path.isfile(os.path.join(model_dir, "gliner_config.json")):
+            raise BenchError("the model could not be built: " + res["error"])
+    cpu_cores = first_cores(a.threads) if {"ort", "ours-cpu"} & set(parts) else None
+    cpu_args = ["--warmup", str(a.cpu_warmup), "--repeat", str(a.cpu_repeat),
+                "--single-texts", str(max(1, a.single_texts // 2)), "--warmup-single", str(a.warmup_single)]
+    gpu_args = ["--warmup", str(a.warmup), "--repeat", str(a.repeat), "--single-texts", str(a.single_texts),
+                "--warmup-single", str(a.warmup_single)]
+    for part in parts:
+        if part == "build":
+            continue
+        if st.past_deadline():
+            st.note(f"part {part} not run: past --deadline-s {a.deadline_s:g}")
+            continue
+        t0 = st.elapsed()
+        if part == "torch":
+            st.gliner["torch"] = run_worker(st, "torch", ["--model-dir", model_dir, "--dtypes",
+                                                          ",".join(a.torch_dtypes), *gpu_args])
+        elif part == "ort":
+            if not os.path.isfile(os.path.join(onnx_dir, "model.onnx")):
+                st.gliner["ort"] = {"error": "no ONNX model: " + st.build.get("onnx_error", f"{onnx_dir}/model.onnx missing")}
+                continue
+            st.gliner["ort"] = run_worker(st, "ort", ["--model-dir", onnx_dir, *cpu_args], cores=cpu_cores,
+                                          threads=a.threads)
+        else:
+            backend = "cuda" if part == "ours-cuda" else "eigen"
+            dtypes = a.cuda_dtypes if backend == "cuda" else a.cpu_dtypes
+            sub = argparse.Namespace(**vars(a))
+            if backend == "eigen":
+                sub.warmup, sub.repeat, sub.single_texts = a.cpu_warmup, a.cpu_repeat, max(1, a.single_texts // 2)
+            for dtype in dtypes:
+                for b in sorted(a.batch_sizes, reverse=True):
+                    if st.past_deadline():
+                        st.ours[(backend, dtype, b)] = {"skipped": "deadline"}
+                        continue
+                    r = ours_run(sub, cli, model_dir, backend, dtype, b, texts, a.labels, a.threshold,
+                                 cpu_cores if backend == "eigen" else None, st.timeout(), a.work_dir)
+                    st.ours[(backend, dtype, b)] = r
+                    log(f"ours {backend} {dtype} batch {b}: " +
+                        json.dumps({k: v for k, v in r.items() if k != "entities"}))
+        log(f"part {part}: {st.elapsed() - t0:.0f} s")
+
+
+def gpu_name():
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+
+
+def agreement(ref, run):
+    """(identical texts, ref entities, run entities, missing, extra, max score diff over common entities)."""
+    same = missing = extra = 0
+    worst = 0.0
+    n_ref = n_run = 0
+    for r, g in zip(ref, run):
+        rk = {(s, e, l): sc for s, e, l, sc in r}
+        gk = {(s, e, l): sc for s, e, l, sc in g}
+        n_ref += len(rk)
+        n_run += len(gk)
+        same += rk.keys() == gk.keys()
+        missing += len(rk.keys() - gk.keys())
+        extra += len(gk.keys() - rk.keys())
+        for k in rk.keys() & gk.keys():
+            worst = max(worst, abs(rk[k] - gk[k]))
+    return same, n_ref, n_run, missing, extra, worst
+
+
+def rows_of(st):
+    """[(label, device, dtype, {batch: record}, peak_kib)] for every run, GLiNER's first."""
+    a = st.a
+    rows = []
+    for part, device in (("torch", "GPU"), ("ort", f"CPU, {a.threads} threads")):
+        res = st.gliner.get(part)
+        if not res:
+            continue
+        name = "GLiNER PyTorch" if part == "torch" else "GLiNER ONNX Runtime"
+        if part == "torch" and res.get("device"):
+            device = res["device"]
+        if not res.get("runs"):
+            rows.append((name, device, "-", {"error": res.get("error", "no result")}, None))
+        for rec in res.get("runs", []):
+            batches = {b: rec.get(f"batch_{b}") for b in a.batch_sizes}
+            if rec.get("error") or rec.get("skipped"):
+                batches = {"error": rec.get("error") or rec.get("skipped")}
+            rows.append((name, device, rec["dtype"], batches, rec.get("vmhwm_kib")))
+    for backend, dtypes in (("cuda", a.cuda_dtypes), ("eigen", a.cpu_dtypes)):
+        for dtype in dtypes:
+            batches = {b: st.ours.get((backend, dtype, b)) for b in a.batch_sizes}
+            if not any(batches.values()):
+                continue
+            peak = max((r.get("vmhwm_kib") or 0 for r in batches.values() if r), default=0) or None
+            device = (st.device or "GPU").split(",")[0] if backend == "cuda" else f"CPU, {a.threads} threads"
+            rows.append((f"ours ({backend})", device, dtype, batches, peak))
+    return rows
+
+
+def tps(rec):
+    if not rec:
+        return "-"
+    if rec.get("texts_per_s"):
+        return f"{rec['texts_per_s']:.1f}"
+    return rec.get("skipped") or ("error" if rec.get("error") else "-")
+
+
+def report(st, texts, parts):
+    a = st.a
+    big = max(a.batch_sizes)
+    words = [word_count(t) for t in texts]
+    vers = {}
+    for res in st.gliner.values():
+        vers.update(res.get("versions", {}))
+    gl_commit = gliner_commit(a)
+    tf32 = st.gliner.get("torch", {}).get("tf32")
+    lines = [f"# GLiNER: flashdeberta vs GLiNER's own PyTorch and ONNX Runtime paths, {today()}", "",
+             f"- machine: {machine()}" + (f"; GPU: {st.device}" if st.device else ""),
+             f"- commit: {commit(a.commit)}" + (f"; our CLI: `{st.cli}`" if st.cli else ""),
+             "- versions: Python " + sys.version.split()[0] + "".join(f", {k} {v}" for k, v in sorted(vers.items())) +
+             (f"; GLiNER source {gl_commit}" if gl_commit else "")]
+    if a.model:
+        lines.append(f"- model: `{a.model}` (given)")
+    else:
+        b = st.build
+        lines.append("- model: gliner_medium-v2.1-shaped, random, built by GLiNER's own code "
+                     "(UniEncoderSpanGLiNER.load_from_config, backbone_from_pretrained=True): DeBERTa-v3-base backbone "
+                     "(12 layers, hidden 768, 12 heads, 256 buckets, c2p|p2c; models/tiny-en's 12,000-piece "
+                     "SentencePiece vocabulary), GLiNER hidden_size 512, one BiLSTM layer, span_mode markerV0, "
+                     "max_width 12, max_len 384; " + (f"{b['parameters'] / 1e6:.1f} M parameters, " if b.get("parameters") else "") +
+                     "fan-in randomization and label-projection calibration as tests/fixtures/make_gliner_fixtures.py"
+                     f" (calibration text's logits: mean {a.calib_mean:g}, std 2); save_pretrained (safetensors); "
+                     "both systems load that directory" + (f"; ONNX: GLiNER's export_to_onnx ({b.get('onnx_s')} s)"
+                                                           if b.get("onnx") else "") +
+                     (f"; ONNX export failed: {b['onnx_error']}" if b.get("onnx_error") else ""))
+    lines += [
+        f"- input: {len(texts)} texts of {min(words)}-{max(words)} words (mean {statistics.mean(words):.0f}; "
+        f"GLiNER's whitespace splitter), labels {', '.join(a.labels)}, threshold {a.threshold:g}, flat NER",
+        f"- batch {big}: GLiNER `inference(texts, labels, batch_size={big})` and ours `--batch-size {big}` on the same "
+        f"{big} texts; GPU {a.warmup} warm-up + {a.repeat} timed batches, CPU {a.cpu_warmup} + {a.cpu_repeat}; "
+        "texts/s at the median batch time (ours: each batch timed by the arrival of its last output line, one "
+        "process). Batch 1: GLiNER `predict_entities` per text, ours `--batch-size 1`, "
+        f"{a.warmup_single} warm-up texts then {a.single_texts} (GPU) or {max(1, a.single_texts // 2)} (CPU) timed; "
+        "texts / total time. Tokenization and decoding included on both sides, model load excluded",
+        "- GLiNER PyTorch: torch's defaults as a user gets them" +
+        (f" (TF32: matmul {tf32.get('matmul')}, cuDNN {tf32.get('cudnn')})" if tf32 else "") +
+        "; HF's DebertaV2Model backbone (eager attention), no FlashDeBERTa, no torch.compile",
+        f"- CPU runs pinned to the first {a.threads} CPUs (sched_setaffinity); GLiNER ONNX Runtime: ORT_ENABLE_ALL, "
+        f"intra_op {a.threads}, inter_op 1, GLiNER's torch pre/post-processing at {a.threads} threads; "
+        "peak host memory: VmHWM of the process (/proc)",
+        f"- whole run: {st.elapsed():.0f} s", "", "## Throughput (texts/s)", ""]
+    header = ["system", "device", "dtype"] + [f"batch {b}" for b in a.batch_sizes] + ["peak host MiB"]
+    rows = []
+    all_rows = rows_of(st)
+    for name, device, dtype, batches, peak in all_rows:
+        if "error" in batches:
+            rows.append([name, device, dtype] + [str(batches["error"])[:120].replace("|", "/")] +
+                        ["-"] * (len(a.batch_sizes) - 1) + ["-"])
+            continue
+        rows.append([name, device, dtype] + [tps(batches.get(b)) for b in a.batch_sizes] +
+                    [f"{peak / 1024:.0f}" if peak else "-"])
+    lines += table(header, rows) + [""]
+
+    def rate(name_prefix, dtype, b):
+        for name, _, d, batches, _ in all_rows:
+            if name.startswith(name_prefix) and d == dtype and isinstance(batches.get(b), dict):
+                return batches[b].get("texts_per_s")
+        return None
+
+    # (label, ours (name, dtype), GLiNER's (name, dtype), target at the big batch)
+    comps = [(f"ours CUDA bf16 vs GLiNER PyTorch {gd} (GPU)", ("ours (cuda)", "bf16"), ("GLiNER PyTorch", gd), 5.0)
+             for gd in a.torch_dtypes]
+    comps.append((f"ours eigen fp32 vs GLiNER ONNX Runtime ({a.threads} threads)", ("ours (eigen)", "fp32"),
+                  ("GLiNER ONNX Runtime", "fp32"), 2.0))
+    lines += [f"## Speed-ups (issue 16's targets at batch {big}: >= 5x GLiNER's PyTorch on the GPU with ours in "
+              f"bf16, >= 2x GLiNER's ONNX Runtime on the CPU)", ""]
+    srows = []
+    for label, ours_key, gl_key, target in comps:
+        cells = []
+        big_ratio = None
+        for b in a.batch_sizes:
+            o, g = rate(ours_key[0], ours_key[1], b), rate(gl_key[0], gl_key[1], b)
+            r = o / g if o and g else None
+            cells.append(f"{r:.2f}x" if r else "-")
+            if b == big:
+                big_ratio = r
+        met = "-" if big_ratio is None else ("yes" if big_ratio >= target else "no")
+        srows.append([label] + cells + [f">= {target:g}x at batch {big}", met])
+    lines += table(["comparison"] + [f"batch {b}" for b in a.batch_sizes] + ["target", "met"], srows) + [""]
+
+    ref_name, ref = None, None
+    for name, _, dtype, batches, _ in all_rows:
+        rec = batches.get(big) if isinstance(batches, dict) else None
+        if name.startswith("GLiNER") and dtype == "fp32" and rec and rec.get("entities"):
+            ref_name, ref = f"{name} fp32", rec["entities"]
+            break
+    if ref is not None:
+        lines += [f"## Agreement on the {big}-text batch, against {ref_name}", "",
+                  f"Entities per text in the reference: {sum(len(x) for x in ref) / len(ref):.1f} on average.", ""]
+        arows = []
+        for name, device, dtype, batches, _ in all_rows:
+            rec = batches.get(big) if isinstance(batches, dict) else None
+            if not rec or not rec.get("entities") or (f"{name} {dtype}" == ref_name):
+                continue
+            same, n_ref, n_run, miss, extra, worst = agreement(ref, rec["entities"])
+            arows.append([f"{name} {dtype}", f"{same}/{len(ref)}", f"{n_ref} / {n_run}", miss, extra, f"{worst:.2e}"])
+        lines += table(["run", "texts with identical spans and labels", "entities ref / run", "missing", "extra",
+                        "max score diff (common)"], arows) + [""]
+    errs = [(n, d, b, r["error"]) for n, _, d, bs, _ in all_rows if "error" not in bs
+            for b, r in bs.items() if isinstance(r, dict) and r.get("error")]
+    if errs or st.notes:
+        lines += ["## Errors and notes", ""]
+        lines += [f"- {n} {d} batch {b}: {e}" for n, d, b, e in errs]
+        lines += [f"- {n}" for n in st.notes]
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    a = build_parser().parse_args(argv)
+    if a.worker == "build":  # workers: a failure is a traceback in the worker's log and exit status 1
+        return worker_build(a)
+    if a.worker:
+        return worker_run(a)
+    try:
+        parts = [p for p in PARTS if p in a.parts]
+        st = State(a)
+        st.cli = preflight(a, parts)
+        if "ours-cuda" in parts or "torch" in parts:
+            st.device = gpu_name()
+        texts = make_texts(a.texts, seed=a.seed)
+        run_parts(st, st.cli, parts, texts)
+        if st.gliner.get("torch", {}).get("device"):
+            st.device = st.device or st.gliner["torch"]["device"]
+        out = a.out or str(REPO / "bench" / "results" / f"gliner-{today()}.md")
+        write_report(report(st, texts, parts), out)
+    except BenchError as e:
+        sys.stderr.write(f"compare_gliner.py: error: {e}\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
