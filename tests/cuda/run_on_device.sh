@@ -13,7 +13,15 @@
 #         bench (bench_gpu, then bench/compare_gpu.py: torch SDPA and HF eager in the same call),
 #         graph (test_graph_cuda: CudaGraphForward against the plain forward, then under memcheck),
 #         concurrency (test_concurrency_cuda: 8 host threads sharing the weights),
-#         sanitize (memcheck, racecheck, initcheck, synccheck over every GPU test binary, run side by side)
+#         sanitize (memcheck, racecheck, initcheck, synccheck over every GPU test binary, run side by side),
+#         cpu_compare (bench/compare_cpu.py: the bundled flashdeberta on --backend eigen fp32/bf16/int8 against
+#                      ONNX Runtime and torch fp32/bf16 on the machine's CPU, ~6-7 min; needs a flashdeberta built
+#                      with oneDNN; extra arguments in $FLASHDEBERTA_CPU_COMPARE_ARGS),
+#         gliner_bench (bench/compare_gliner.py: flashdeberta gliner on CUDA and eigen against GLiNER's own
+#                       PyTorch (GPU) and ONNX Runtime (CPU) paths, ~3-5 min; needs GLiNER's source in
+#                       .reference/gliner_src, carried as that folder or as .reference/gliner_src.tar.gz, and a
+#                       flashdeberta built with CUDA; extra arguments in $FLASHDEBERTA_GLINER_BENCH_ARGS)
+#       (bench/README.md: the device calls for the last two, what to carry)
 # Logs go to $OUT (the device tool's output folder) or /tmp/cuda_logs; a summary is printed.
 set -uo pipefail
 bundle=$(cd "${1:?bundle directory}" && pwd)
@@ -78,6 +86,28 @@ import pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-rs', 'tes
       grep -h "ERROR SUMMARY" "$out/memcheck_graph.log"
       ;;
     concurrency) step concurrency 300 "$bundle/bin/test_concurrency_cuda" ;;
+    cpu_compare)
+      # Work files (the random v3-base checkpoint, its ONNX export, worker logs) stay in /tmp: only the
+      # log and the report come back through $OUT.
+      report="$out/cpu-$(date +%F).md"
+      # shellcheck disable=SC2086  # the extra arguments are split on purpose
+      step cpu_compare 580 python3 bench/compare_cpu.py --cli "$bundle/bin/flashdeberta" --out "$report" \
+        --commit "${FLASHDEBERTA_COMMIT:-unknown}" ${FLASHDEBERTA_CPU_COMPARE_ARGS:-}
+      [ -e "$report" ] && cat "$report"
+      ;;
+    gliner_bench)
+      # GLiNER's source (never committed) arrives as the carried folder or a carried tar of it.
+      if [ ! -e .reference/gliner_src/gliner/__init__.py ]; then
+        for t in .reference/gliner_src.tar.gz .reference/gliner_src.tar; do
+          [ -e "$t" ] && tar xf "$t" -C .reference && break
+        done
+      fi
+      report="$out/gliner-$(date +%F).md"
+      # shellcheck disable=SC2086
+      step gliner_bench 580 python3 bench/compare_gliner.py --cli "$bundle/bin/flashdeberta" --out "$report" \
+        --commit "${FLASHDEBERTA_COMMIT:-unknown}" ${FLASHDEBERTA_GLINER_BENCH_ARGS:-}
+      [ -e "$report" ] && cat "$report"
+      ;;
     sanitize)
       # Runs side by side on the one GPU (each process gets its own context). A run is TOOL:BINARY or
       # TOOL:BINARY:DOCTEST_FILTER (e.g. racecheck:test_concurrency_cuda:-tc=*shared*), so the slow pairs
