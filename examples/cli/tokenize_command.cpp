@@ -147,13 +147,13 @@ int tokenize_command(std::span<char const* const> args) {
   encode_options.truncation = options->truncation.value_or(tokenizer::Truncation::kLongestFirst);
   encode_options.token_limit = static_cast<std::size_t>(options->max_tokens);
   std::size_t count = 0;
-  auto const emit = [&](std::string const& text) {
+  auto const encode = [&](std::string const& text) -> std::string {
     ++count;
     require_text_bytes(text.size() + (options->pair ? options->pair->size() : 0), count, options->max_tokens);
     try {
       tokenizer::Encoding const e =
           options->pair ? tok.encode(text, *options->pair, encode_options) : tok.encode(text, encode_options);
-      std::cout << to_json(e).dump() << '\n';
+      return to_json(e).dump();
     } catch (tokenizer::TokenLimitError const&) {
       fail_over_max_tokens(count, options->max_tokens);
     } catch (Error const& error) {  // "text: invalid UTF-8 ..." -> "text 3: invalid UTF-8 ..."
@@ -164,12 +164,16 @@ int tokenize_command(std::span<char const* const> args) {
     }
   };
   if (!options->texts.empty()) {
-    for (auto const& text : options->texts) emit(text);
+    // Texts on the command line are all encoded before the first line is printed, so a bad one leaves no
+    // partial output behind; stdin is a stream and is answered line by line.
+    std::vector<std::string> lines;
+    for (auto const& text : options->texts) lines.push_back(encode(text));
+    for (auto const& line : lines) std::cout << line << '\n';
   } else {
     auto const line_limit = static_cast<std::size_t>(max_text_bytes(options->max_tokens));
     for (std::string line; read_bounded_line(std::cin, line, line_limit, count + 1, options->max_tokens);) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
-      emit(line);
+      std::cout << encode(line) << '\n';
     }
   }
   std::cout.flush();
