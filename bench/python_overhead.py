@@ -14,6 +14,8 @@
    its overhead measured the same way and divided by the number of forward calls; `flashdeberta classify
    --timing` on the same texts and batch size (another process; it also writes a JSON line per text) for
    reference.
+   The binding alone: the same on a model of a few kilobytes, with warm caches and with the caches
+   evicted before each call as a large forward evicts them (what the overhead of the rows above is made of).
 3. Dask: flashdeberta.dask_job.run_job over a generated JSON-lines corpus on a LocalCluster of 1 and 2
    worker processes (one thread each; cluster start-up timed apart), next to one process running the
    pipeline over the same lines.
@@ -60,6 +62,13 @@ def commit():
     return sha + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
+def load_average():
+    try:
+        return "1-minute load average %.2f on %d cores" % (os.getloadavg()[0], os.cpu_count())
+    except OSError:
+        return "unknown"
+
+
 def make_texts(count, seed=3):
     rng = random.Random(seed)
     return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 48))) for _ in range(count)]
@@ -75,23 +84,31 @@ def median_ms(fn, repeat):
     return statistics.median(times)
 
 
-def in_process(fd, fn, repeat):
-    """fn() timed in this process: (median wall ms, median ms inside the library, median overhead us). The
-    library counts the time its calls spend in C++ with the GIL released (flashdeberta._native.native_seconds);
-    the rest of each call's wall time is what the Python layer and the binding add."""
+def in_process(fd, fn, repeat, before=None):
+    """fn() timed in this process: (median wall ms, median ms inside the library, median overhead us, median
+    CPU overhead us). The library counts the time its calls spend in C++ with the GIL released, as wall time
+    (flashdeberta._native.native_seconds) and as the calling thread's CPU time (native_cpu_seconds); the rest of
+    each call's wall time is what the Python layer and the binding add, and the rest of its CPU time the work
+    they do, which a busy machine does not inflate (with threads=1 the forward runs on the calling thread)."""
     native = fd._native.native_seconds
+    native_cpu = fd._native.native_cpu_seconds
     fn()
-    walls, inside, over = [], [], []
+    walls, inside, over, over_cpu = [], [], [], []
     for _ in range(repeat):
+        if before is not None:
+            before()  # untimed
         native(reset=True)
-        start = time.perf_counter()
+        native_cpu(reset=True)
+        start, start_cpu = time.perf_counter(), time.thread_time()
         fn()
-        wall = time.perf_counter() - start
-        cpp = native(reset=True)
+        wall, cpu = time.perf_counter() - start, time.thread_time() - start_cpu
+        cpp, cpp_cpu = native(reset=True), native_cpu(reset=True)
         walls.append(wall * 1e3)
         inside.append(cpp * 1e3)
         over.append((wall - cpp) * 1e6)
-    return statistics.median(walls), statistics.median(inside), statistics.median(over)
+        over_cpu.append((cpu - cpp_cpu) * 1e6)
+    return (statistics.median(walls), statistics.median(inside), statistics.median(over),
+            statistics.median(over_cpu))
 
 
 def cli_bench_ms(cli, model, batch, length, threads, repeat):
@@ -108,9 +125,26 @@ def forward_rows(fd, args):
     for batch, length in SHAPES:
         ids = np.random.default_rng(batch * 1000 + length).integers(5, vocab, size=(batch, length), dtype=np.int64)
         mask = np.ones_like(ids)
-        py, inside, overhead = in_process(fd, lambda: model(ids, attention_mask=mask), args.repeat)
+        py, inside, overhead, overhead_cpu = in_process(fd, lambda: model(ids, attention_mask=mask), args.repeat)
         cpp = cli_bench_ms(args.cli, args.model, batch, length, args.threads, args.repeat)
-        rows.append((f"{batch} x {length}", cpp, inside, py, overhead))
+        rows.append((f"{batch} x {length}", cpp, inside, py, overhead, overhead_cpu))
+    return rows
+
+
+def binding_rows(fd, repeat):
+    """The binding's own cost, apart from the forward's effect on the caches: a model of a few kilobytes
+    (tests/fixtures/v3_c2p, 1 x 4 ids) called back to back (warm caches), then with 64 MB of memory written
+    between calls, as a large forward evicts the caches the Python layer runs in afterwards (cold caches)."""
+    model = fd.AutoModel.from_pretrained(str(REPO / "tests/fixtures/v3_c2p"), threads=1)
+    ids = np.array([[1, 5, 6, 2]], dtype=np.int64)
+    mask = np.ones_like(ids)
+    sweep = np.ones(16 << 20, dtype=np.float32)
+    rows = []
+    for name, before in (("warm caches", None),
+                         ("cold caches (64 MB written before each call)", lambda: np.add(sweep, 1.0, out=sweep))):
+        _, inside, overhead, overhead_cpu = in_process(fd, lambda: model(ids, attention_mask=mask),
+                                                       max(repeat * 10, 200), before)
+        rows.append((name, inside * 1e3, overhead, overhead_cpu))
     return rows
 
 
@@ -133,9 +167,10 @@ def pipeline_rows(fd, args):
                        batch_size=args.batch_size)
     calls = -(-len(texts) // args.batch_size)
     runs = max(3, args.repeat // 4)
-    py, inside, overhead = in_process(fd, lambda: pipe(texts, top_k=None), runs)
+    py, inside, overhead, overhead_cpu = in_process(fd, lambda: pipe(texts, top_k=None), runs)
     cpp = statistics.median(cli_classify_ms(args.cli, args, texts) for _ in range(runs))
-    return [(f"{len(texts)} texts, batches of {args.batch_size} ({calls} calls)", cpp, inside, py, overhead / calls)]
+    return [(f"{len(texts)} texts, batches of {args.batch_size} ({calls} calls)", cpp, inside, py, overhead / calls,
+             overhead_cpu / calls)]
 
 
 def write_corpus(path, count):
@@ -173,27 +208,37 @@ def dask_rows(fd, args):
     return rows
 
 
-def report(args, forward, pipeline, dask):
+def report(args, forward, binding, pipeline, dask):
     lines = [f"# Python overhead and Dask throughput, {datetime.date.today().isoformat()}", "",
              f"- machine: {machine()}", f"- commit: {commit()}", f"- Python {platform.python_version()}, "
              f"model `{os.path.relpath(args.model, REPO)}`, float32, eigen, flash attention, "
              f"threads {args.threads}, median of {args.repeat} runs after a warm-up", "",
              "## Forward call (backbone, random ids)", "",
              "| B x L | C++ `flashdeberta bench` (its own process) | in the library, per call | Python "
-             "`AutoModel(...)(ids)` | Python's overhead per call |",
-             "|---|---|---|---|---|"]
-    lines += [f"| {s} | {c:.3f} ms | {i:.3f} ms | {p:.3f} ms | {o:.0f} us |" for s, c, i, p, o in forward]
+             "`AutoModel(...)(ids)` | Python's overhead per call (wall) | (CPU time) |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {s} | {c:.3f} ms | {i:.3f} ms | {p:.3f} ms | {o:.0f} us | {oc:.0f} us |"
+              for s, c, i, p, o, oc in forward]
+    lines += ["", "## The binding alone (`tests/fixtures/v3_c2p`, 1 x 4)", "",
+              "| caches | in the library, per call | Python's overhead per call (wall) | (CPU time) |",
+              "|---|---|---|---|"]
+    lines += [f"| {s} | {i:.1f} us | {o:.1f} us | {oc:.1f} us |" for s, i, o, oc in binding]
     lines += ["", "## Pipeline (text-classification, every label)", "",
               "| texts | C++ `flashdeberta classify --timing` (its own process) | in the library | Python "
-              "`pipeline(...)(texts)` | Python's overhead per forward call |", "|---|---|---|---|---|"]
-    lines += [f"| {s} | {c:.1f} ms | {i:.1f} ms | {p:.1f} ms | {o:.0f} us |" for s, c, i, p, o in pipeline]
+              "`pipeline(...)(texts)` | Python's overhead per forward call (wall) | (CPU time) |",
+              "|---|---|---|---|---|---|"]
+    lines += [f"| {s} | {c:.1f} ms | {i:.1f} ms | {p:.1f} ms | {o:.0f} us | {oc:.0f} us |"
+              for s, c, i, p, o, oc in pipeline]
     if dask:
         lines += ["", f"## Dask job ({args.dask_lines} lines, shards of {max(1, args.dask_lines // 16)}, "
                       f"batches of {args.batch_size}, one thread per worker)", "",
                   "| run | cluster start | job time | lines/s |", "|---|---|---|---|"]
         lines += [f"| {s} | {st} | {sec:.2f} s | {rate:.0f} |" for s, st, sec, rate in dask]
-    lines += ["", "Python's overhead is measured in one process: each call's wall time minus the time the library spent "
-              "in C++ during it (flashdeberta._native.native_seconds), median over the calls. The C++ programs' own "
+    lines += ["", f"- load when the measurement began: {args.load}", "",
+              "Python's overhead is measured in one process: each call's wall time minus the time the library spent "
+              "in C++ during it (flashdeberta._native.native_seconds), median over the calls; the CPU-time column "
+              "does the same with the calling thread's CPU time (time.thread_time against native_cpu_seconds), "
+              "which waiting for a core on a busy machine does not inflate. The C++ programs' own "
               "times, from another process, are for reference (the CLI's classify time also includes writing its "
               "JSON lines)."]
     return "\n".join(lines) + "\n"
@@ -213,10 +258,12 @@ def main():
     p.add_argument("--out", default=str(REPO / f"bench/results/python-{datetime.date.today().isoformat()}.md"))
     args = p.parse_args()
     import flashdeberta as fd
+    args.load = load_average()
     forward = forward_rows(fd, args)
+    binding = binding_rows(fd, args.repeat)
     pipeline = pipeline_rows(fd, args)
     dask = None if args.no_dask else dask_rows(fd, args)
-    text = report(args, forward, pipeline, dask)
+    text = report(args, forward, binding, pipeline, dask)
     sys.stdout.write(text)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text, encoding="utf-8")

@@ -3,6 +3,7 @@
 // (flashdeberta::Error, the runtime's UsageError), an allocation that failed MemoryError.
 #include "bindings.hpp"
 
+#include <ctime>
 #include <new>
 
 #include "flashdeberta/config.hpp"
@@ -49,6 +50,17 @@ double& native_seconds() {
   return seconds;
 }
 
+double& native_cpu_seconds() {
+  thread_local double seconds = 0.0;
+  return seconds;
+}
+
+double thread_cpu_seconds() {
+  timespec now{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
 void translate_errors() {
   py::register_exception_translator([](std::exception_ptr error) {
     try {
@@ -79,6 +91,15 @@ PYBIND11_MODULE(_native, m) {
       },
       pybind11::arg("reset") = false,
       "This thread's time inside the library's calls (GIL released) since the last reset.");
+  m.def(
+      "native_cpu_seconds",
+      [](bool reset) {
+        double const seconds = fp::native_cpu_seconds();
+        if (reset) fp::native_cpu_seconds() = 0.0;
+        return seconds;
+      },
+      pybind11::arg("reset") = false,
+      "This thread's CPU time inside the library's calls (GIL released) since the last reset.");
   fp::bind_dlpack(m);
   fp::bind_tokenizer(m);
   fp::bind_model(m);
