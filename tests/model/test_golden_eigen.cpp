@@ -1,9 +1,97 @@
+#include <cstring>
+#include <optional>
+
+#include "../unit/io_test_util.hpp"
 #include "flashdeberta/eigen/eigen_policy.hpp"
 #include "golden_suite.hpp"
 
 namespace fd = flashdeberta;
 
 TEST_CASE("HF fixtures through EigenPolicy") { fd::testing::run_golden_suite(fd::EigenPolicy(2)); }
+
+namespace {
+
+bool same_bits(std::vector<float> const& a, std::vector<float> const& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Loads `dir` with its float32 weights lent from the mapped file, checks which were lent, drops the Checkpoint,
+// and returns the eager and flash outputs, which must equal those of a load that copies every weight bit for bit.
+template <fd::Variant V>
+std::vector<std::vector<float>> check_lent_load(fd::EigenPolicy const& policy, std::filesystem::path const& dir,
+                                                fd::testing::GoldenCase const& golden, bool expect_lent) {
+  using Model = fd::DebertaModel<V, fd::EigenPolicy>;
+  fd::ModelConfig const config = fd::load_model_config(dir);
+  std::optional<Model> lent;
+  {
+    fd::Checkpoint const checkpoint = fd::Checkpoint::open(dir);
+    lent.emplace(policy, config, checkpoint);
+    fd::TensorInfo const& word = checkpoint.info(lent->backbone_prefix() + "embeddings.word_embeddings.weight");
+    CHECK((lent->word_embeddings().data == static_cast<void const*>(word.bytes.data())) == expect_lent);
+  }  // the model keeps the mapping
+  Model copied = Model::load(policy, dir, {.checkpoint = {.zero_copy = false}});
+  std::vector<std::vector<float>> outputs;
+  for (fd::AttentionImpl impl : {fd::AttentionImpl::kEager, fd::AttentionImpl::kFlash}) {
+    lent->set_attention(impl);
+    copied.set_attention(impl);
+    outputs.push_back(lent->forward_to_host(golden.batch));
+    CHECK(same_bits(outputs.back(), copied.forward_to_host(golden.batch)));
+    CHECK(fd::testing::max_abs_error(golden, outputs.back()) <= fd::testing::kGoldenTolerance);
+  }
+  return outputs;
+}
+
+// EigenPolicy without the adopt_host hook, loading as the device policies do: each weight uploaded straight from
+// the mapping, or converted, once.
+struct UploadingEigenPolicy : fd::EigenPolicy {
+  using fd::EigenPolicy::EigenPolicy;
+  void adopt_host() const = delete;  // hides EigenPolicy::adopt_host
+};
+static_assert(fd::ExecutionPolicy<UploadingEigenPolicy> && !fd::AdoptsHostMemory<UploadingEigenPolicy>);
+
+}  // namespace
+
+// Weights lent from the mapped file (CheckpointOptions::zero_copy, docs/loading.md): float32 tensors aligned to a
+// float are lent, anything else (the F16 fixture) converted; the model works after its Checkpoint is gone.
+TEST_CASE("HF fixtures with weights lent from the mapped file") {
+  fd::EigenPolicy const policy(2);
+  for (auto const& dir : fd::testing::fixture_directories()) {
+    fd::ModelConfig const config = fd::load_model_config(dir);
+    if (config.talking_head) continue;
+    INFO("fixture " << dir.filename().string());
+    fd::testing::GoldenCase const golden = fd::testing::read_golden_case(dir);
+    fd::Checkpoint const probe = fd::Checkpoint::open(dir);
+    std::string const word = probe.contains("embeddings.word_embeddings.weight")
+                                 ? "embeddings.word_embeddings.weight"
+                                 : "deberta.embeddings.word_embeddings.weight";
+    bool const lendable = probe.info(word).dtype == fd::DType::kF32;  // HF's files keep tensors 8-byte aligned
+    fd::dispatch_variant(config, [&]<fd::Variant V>() { check_lent_load<V>(policy, dir, golden, lendable); });
+  }
+}
+
+// The same fixture with its tensors moved off alignment: 4 bytes (still a float's alignment, not a cache line's:
+// lent) and 2 bytes (not a float's: copied). Outputs equal the original file's bit for bit, and those of a policy
+// that uploads every weight.
+TEST_CASE("misaligned float32 tensors: lent at float alignment, copied below it") {
+  fd::EigenPolicy const policy(2);
+  std::filesystem::path const dir = std::filesystem::path(FLASHDEBERTA_FIXTURE_DIR) / "v3_base_like";
+  fd::testing::GoldenCase const golden = fd::testing::read_golden_case(dir);
+  auto const reference = check_lent_load<fd::V3>(policy, dir, golden, true);
+  for (std::size_t extra : {0, 4, 2}) {
+    INFO(extra << " bytes off");
+    fd::test::TempDir moved;
+    std::filesystem::copy_file(dir / "config.json", moved / "config.json");
+    fd::test::pad_safetensors_header(dir / "model.safetensors", moved / "model.safetensors", extra);
+    auto const outputs = check_lent_load<fd::V3>(policy, moved.path(), golden, extra != 2);
+    REQUIRE(outputs.size() == reference.size());
+    auto uploaded = fd::DebertaV3<UploadingEigenPolicy>::load(UploadingEigenPolicy(2), moved.path());
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      uploaded.set_attention(i == 0 ? fd::AttentionImpl::kEager : fd::AttentionImpl::kFlash);
+      CHECK(same_bits(outputs[i], reference[i]));
+      CHECK(same_bits(uploaded.forward_to_host(golden.batch), reference[i]));
+    }
+  }
+}
 
 #if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
 // The encoder's linear layers in bf16 and int8 through oneDNN (docs/host-dtypes.md), everything else float32,

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <span>
 #include <string>
 #include <string_view>
@@ -60,6 +61,22 @@ inline std::string safetensors_image(std::string_view header, std::size_t data_s
   out += header;
   out.append(data_size, '\0');
   return out;
+}
+
+// Copies the safetensors file `from` to `to` with `extra` spaces after its header (which readers accept), so
+// every tensor lies `extra` bytes further from alignment than in `from`.
+inline void pad_safetensors_header(std::filesystem::path const& from, std::filesystem::path const& to,
+                                   std::size_t extra) {
+  std::ifstream in(from, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(bytes.size() >= 8);
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+  REQUIRE(8 + n <= bytes.size());
+  bytes.insert(8 + n, extra, ' ');
+  n += extra;
+  for (int i = 0; i < 8; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  write_file(to, bytes);
 }
 
 template <class T>

@@ -1,11 +1,13 @@
 // Checkpoint directories: single file, sharded index, and the ways an index or a directory can be wrong.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <doctest/doctest.h>
 
+#include "flashdeberta/core/host_buffer.hpp"
 #include "flashdeberta/io/checkpoint.hpp"
 #include "flashdeberta/io/safetensors_writer.hpp"
 #include "io_test_util.hpp"
@@ -158,4 +160,36 @@ TEST_CASE("directories without a usable checkpoint") {
   CHECK(error_message([&] { Checkpoint::open(dir.path()); }).find("pytorch_model.bin: not a torch.save file") !=
         std::string::npos);
   CHECK(error_message([&] { Checkpoint::open(dir / "nowhere"); }).find("not a directory") != std::string::npos);
+}
+
+// Weights used where they lie (CheckpointOptions::zero_copy, load_weight): only float32 tensors aligned to a float
+// are lent, and what is lent outlives the Checkpoint.
+TEST_CASE("float32 tensors lent from the mapped file") {
+  TempDir dir;
+  std::vector<std::uint16_t> const bf16 = {0x3f80, 0xc000};  // 1, -2
+  write_safetensors(dir / "model.safetensors", {{"word", DType::kF32, {3, 2}, as_bytes_of(kWord)},
+                                                {"norm", DType::kBF16, {2}, as_bytes_of(bf16)}});
+  std::optional<flashdeberta::MappedTensor> lent;
+  {
+    Checkpoint const ckpt = Checkpoint::open(dir.path(), {.zero_copy = true, .prefault = true});
+    lent = ckpt.mapped_f32("word", {3, 2});
+    REQUIRE(lent.has_value());
+    CHECK(static_cast<void const*>(lent->values.data()) == ckpt.info("word").bytes.data());
+    CHECK_FALSE(ckpt.mapped_f32("norm", {2}).has_value());  // converted: read_f32
+    CHECK(ckpt.read_f32("norm", {2}) == std::vector<float>{1.0f, -2.0f});
+    CHECK(error_message([&] { ckpt.mapped_f32("word", {6}); }).find("requires [6]") != std::string::npos);
+  }
+  // The owner keeps the file mapped after the Checkpoint is gone, inside a buffer as a model holds it.
+  auto const buffer = flashdeberta::HostBuffer::view(lent->values.data(), 6, DType::kF32, std::move(lent->owner));
+  lent.reset();
+  CHECK(buffer.is_view());
+  CHECK(std::vector<float>(buffer.as<float>(), buffer.as<float>() + 6) == kWord);
+
+  // A header padded to 2 bytes short of a float's alignment (hand-made; readers accept the spaces): the bytes
+  // cannot be read as floats in place, so the tensor is converted, with the same values.
+  flashdeberta::test::pad_safetensors_header(dir / "model.safetensors", dir / "padded.safetensors", 2);
+  Checkpoint const padded = Checkpoint::open(dir / "padded.safetensors");
+  CHECK(reinterpret_cast<std::uintptr_t>(padded.info("word").bytes.data()) % alignof(float) == 2);
+  CHECK_FALSE(padded.mapped_f32("word", {3, 2}).has_value());
+  CHECK(padded.read_f32("word", {3, 2}) == kWord);
 }

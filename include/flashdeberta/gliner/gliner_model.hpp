@@ -51,7 +51,7 @@ class GLiNER {
   static GLiNER load(P policy, std::filesystem::path const& dir, ModelOptions options = {}) {
     GlinerConfig config = load_gliner_config(dir);
     tokenizer::Tokenizer tok = load_tokenizer(dir);
-    Checkpoint const checkpoint = Checkpoint::open(dir);
+    Checkpoint const checkpoint = Checkpoint::open(dir, options.checkpoint);
     return GLiNER(std::move(policy), std::move(config), std::move(tok), checkpoint, dir, options);
   }
 

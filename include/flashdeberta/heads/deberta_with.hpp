@@ -41,7 +41,7 @@ class DebertaWith {
     std::string const source = (directory / "config.json").string();
     require_variant_accepts<V>(config, source);
     require_head_supported(config, HeadType::kKind, source);
-    Checkpoint const checkpoint = Checkpoint::open(directory);
+    Checkpoint const checkpoint = Checkpoint::open(directory, options.checkpoint);
     return DebertaWith(std::move(policy), std::move(config), checkpoint, options);
   }
 

@@ -82,13 +82,11 @@ class HeadWeights {
 
   // `why` says where the required shape comes from, e.g. "num_labels = 3 from config.json".
   Matrix matrix(std::string const& name, std::int64_t rows, std::int64_t cols, std::string const& why = {}) const {
-    std::vector<float> const host = read(name, {rows, cols}, why);
-    return {policy_.upload(std::span<float const>(host), policy_.compute_dtype()), rows, cols};
+    return {load(name, {rows, cols}, why), rows, cols};
   }
 
   typename P::Buffer vector(std::string const& name, std::int64_t size, std::string const& why = {}) const {
-    std::vector<float> const host = read(name, {size}, why);
-    return policy_.upload(std::span<float const>(host), policy_.compute_dtype());
+    return load(name, {size}, why);
   }
 
   // "<dir>/model.safetensors", or the shard index of a sharded checkpoint: where a tensor was looked for.
@@ -113,7 +111,8 @@ class HeadWeights {
   }
 
  private:
-  std::vector<float> read(std::string const& name, std::vector<std::int64_t> const& shape,
+  // In policy memory as the backbone's weights are (load_weight: in place where it can be).
+  typename P::Buffer load(std::string const& name, std::vector<std::int64_t> const& shape,
                           std::string const& why) const {
     if (!checkpoint_.contains(name)) fail_missing(name);
     auto const& actual = checkpoint_.info(name).shape;
@@ -121,7 +120,7 @@ class HeadWeights {
                                               << ": tensor '" << name << "' has shape " << detail::format_shape(actual)
                                               << "; the " << head_ << " needs " << detail::format_shape(shape)
                                               << (why.empty() ? "" : " (" + why + ")"));
-    return checkpoint_.read_f32(name, shape);
+    return load_weight(policy_, checkpoint_, name, shape);
   }
 
   P const& policy_;

@@ -1,7 +1,8 @@
 // A checkpoint directory as HF writes it: model.safetensors, model.safetensors.index.json plus its
 // shards, pytorch_model.bin, or pytorch_model.bin.index.json plus its shards (picked in that order).
 // Gives name -> TensorInfo lookup over all files and float32 reads with a shape check against what
-// the config requires (spec section 7).
+// the config requires (spec section 7): converted into memory of the caller's, or lent straight from the
+// mapped file where the bytes are float32 already (mapped_f32), the mapping kept alive by whoever keeps them.
 #pragma once
 
 #include <algorithm>
@@ -10,7 +11,9 @@
 #include <filesystem>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -69,42 +72,45 @@ inline std::string describe_directory(std::filesystem::path const& dir, std::siz
   return os.str();
 }
 
+inline std::shared_ptr<io::MappedFile const> const& checkpoint_file_mapping(CheckpointFile const& file) {
+  return std::visit(
+      [](auto const& f) -> auto const& { return f.mapping(); }, file);
+}
+
 }  // namespace detail
+
+struct CheckpointOptions {
+  // Lend float32 tensors from the mapped file to policies that can compute on them in place (WeightLoader),
+  // so loading copies only what it converts or rearranges. A model loaded so keeps the file mapped while it
+  // lives, and the file must not be truncated or rewritten in place meanwhile (MappedFile); false copies every
+  // weight, and the model no longer needs the file once loaded.
+  bool zero_copy = true;
+  // Map every page of the files at open (MappedFile::prefault): the load pays the page faults the first
+  // forward would otherwise pay for lent weights (docs/performance.md, "Loading").
+  bool prefault = false;
+};
+
+// A float32 tensor inside a mapped file, and the mapping that keeps it valid.
+struct MappedTensor {
+  std::span<float const> values;
+  std::shared_ptr<void const> owner;
+};
 
 class Checkpoint {
  public:
   // `path`: a checkpoint directory, or a single .safetensors or torch.save (.bin, .pt, .pth) file.
-  static Checkpoint open(std::filesystem::path const& path) {
-    std::error_code ec;
-    Checkpoint ckpt;
-    if (std::filesystem::is_regular_file(path, ec) &&
-        (path.extension() == ".safetensors" || detail::is_torch_file_name(path))) {
-      ckpt.directory_ = path.has_parent_path() ? path.parent_path() : ".";
-      ckpt.open_single(path);
-      return ckpt;
-    }
-    ckpt.directory_ = path;
-    FLASHDEBERTA_REQUIRE_FILE(std::filesystem::is_directory(path, ec),
-                              "checkpoint " << path.string() << ": not a directory (nor a .safetensors or .bin file)");
-    // safetensors first, as HF's from_pretrained prefers it.
-    for (char const* name : {"model.safetensors", "pytorch_model.bin"}) {
-      if (std::filesystem::exists(path / name, ec)) {
-        ckpt.open_single(path / name);
-        return ckpt;
-      }
-      std::string const index = std::string(name) + ".index.json";
-      if (std::filesystem::exists(path / index, ec)) {
-        ckpt.open_sharded(path / index);
-        return ckpt;
+  static Checkpoint open(std::filesystem::path const& path, CheckpointOptions options = {}) {
+    Checkpoint ckpt = open_files(path);
+    ckpt.options_ = options;
+    if (options.prefault) {
+      for (auto const& file : ckpt.files_) {
+        if (auto const& mapping = detail::checkpoint_file_mapping(file)) mapping->prefault();
       }
     }
-    detail::throw_error<FileError>([&](std::ostringstream& os) {
-      os << "checkpoint " << path.string()
-         << ": none of model.safetensors, model.safetensors.index.json, pytorch_model.bin, "
-            "pytorch_model.bin.index.json found (the directory holds: "
-         << detail::describe_directory(path) << ")";
-    });
+    return ckpt;
   }
+
+  CheckpointOptions const& options() const { return options_; }
 
   std::filesystem::path const& directory() const { return directory_; }
 
@@ -137,14 +143,37 @@ class Checkpoint {
 
   // Reads `name` as float32 after checking its shape against what the config requires.
   std::vector<float> read_f32(std::string_view name, std::vector<std::int64_t> const& expected_shape) const {
-    TensorInfo const& t = info(name);
-    FLASHDEBERTA_REQUIRE(t.shape == expected_shape, "checkpoint " << directory_.string() << ": tensor '" << name
-                                                                  << "' has shape " << detail::format_shape(t.shape)
-                                                                  << ", the config requires "
-                                                                  << detail::format_shape(expected_shape));
-    std::vector<float> values = detail::tensor_to_f32(t, source_of(name));
-    std::visit([&](auto const& file) { file.release(t); }, files_[entry(name).file]);
+    std::vector<float> values(static_cast<std::size_t>(checked(name, expected_shape).numel));
+    read_f32_into(name, expected_shape, values);
     return values;
+  }
+
+  // Converts `name` to float32 into `out` (its numel floats) after the shape check, then lets the tensor's
+  // pages leave memory (MappedFile::release): the copy is what stays.
+  void read_f32_into(std::string_view name, std::vector<std::int64_t> const& expected_shape,
+                     std::span<float> out) const {
+    TensorInfo const& t = checked(name, expected_shape);
+    FLASHDEBERTA_ASSERT(static_cast<std::int64_t>(out.size()) == t.numel);
+    detail::tensor_to_f32(t, source_of(name), out);
+    release(name);
+  }
+
+  // `name`'s float32 values where they lie in its mapped file, after the shape check, or nullopt where they
+  // cannot be read in place: another dtype, an address not aligned to a float (a hand-made safetensors
+  // header; HF's writer keeps tensors 8-byte aligned) or a file parsed from memory. Lent or not is the
+  // caller's choice (options().zero_copy); a caller that copies the values should release(name) after.
+  std::optional<MappedTensor> mapped_f32(std::string_view name, std::vector<std::int64_t> const& expected_shape) const {
+    TensorInfo const& t = checked(name, expected_shape);
+    std::shared_ptr<io::MappedFile const> const& mapping = detail::checkpoint_file_mapping(files_[entry(name).file]);
+    if (t.dtype != DType::kF32 || mapping == nullptr ||
+        reinterpret_cast<std::uintptr_t>(t.bytes.data()) % alignof(float) != 0)
+      return std::nullopt;
+    return MappedTensor{{reinterpret_cast<float const*>(t.bytes.data()), static_cast<std::size_t>(t.numel)}, mapping};
+  }
+
+  // Lets the pages of `name`, already copied, leave memory (MappedFile::release).
+  void release(std::string_view name) const {
+    std::visit([&](auto const& file) { file.release(*entry(name).info); }, files_[entry(name).file]);
   }
 
  private:
@@ -154,6 +183,47 @@ class Checkpoint {
   };
 
   Checkpoint() = default;
+
+  static Checkpoint open_files(std::filesystem::path const& path) {
+    std::error_code ec;
+    Checkpoint ckpt;
+    if (std::filesystem::is_regular_file(path, ec) &&
+        (path.extension() == ".safetensors" || detail::is_torch_file_name(path))) {
+      ckpt.directory_ = path.has_parent_path() ? path.parent_path() : ".";
+      ckpt.open_single(path);
+      return ckpt;
+    }
+    ckpt.directory_ = path;
+    FLASHDEBERTA_REQUIRE_FILE(std::filesystem::is_directory(path, ec),
+                              "checkpoint " << path.string() << ": not a directory (nor a .safetensors or .bin file)");
+    // safetensors first, as HF's from_pretrained prefers it.
+    for (char const* name : {"model.safetensors", "pytorch_model.bin"}) {
+      if (std::filesystem::exists(path / name, ec)) {
+        ckpt.open_single(path / name);
+        return ckpt;
+      }
+      std::string const index = std::string(name) + ".index.json";
+      if (std::filesystem::exists(path / index, ec)) {
+        ckpt.open_sharded(path / index);
+        return ckpt;
+      }
+    }
+    detail::throw_error<FileError>([&](std::ostringstream& os) {
+      os << "checkpoint " << path.string()
+         << ": none of model.safetensors, model.safetensors.index.json, pytorch_model.bin, "
+            "pytorch_model.bin.index.json found (the directory holds: "
+         << detail::describe_directory(path) << ")";
+    });
+  }
+
+  TensorInfo const& checked(std::string_view name, std::vector<std::int64_t> const& expected_shape) const {
+    TensorInfo const& t = info(name);
+    FLASHDEBERTA_REQUIRE(t.shape == expected_shape, "checkpoint " << directory_.string() << ": tensor '" << name
+                                                                  << "' has shape " << detail::format_shape(t.shape)
+                                                                  << ", the config requires "
+                                                                  << detail::format_shape(expected_shape));
+    return t;
+  }
 
   Entry const& entry(std::string_view name) const {
     auto it = entries_.find(name);
@@ -230,6 +300,7 @@ class Checkpoint {
   }
 
   std::filesystem::path directory_;
+  CheckpointOptions options_;
   std::vector<detail::CheckpointFile> files_;
   std::map<std::string, Entry, std::less<>> entries_;
 };

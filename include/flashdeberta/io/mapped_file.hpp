@@ -94,6 +94,22 @@ class MappedFile {
     if (begin < end) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
   }
 
+  // Maps every page of the file now, instead of at the first touch of each: a load that keeps weights in the
+  // mapping moves the page faults of its first forward here (docs/performance.md, "Loading"). Reads the file
+  // if it is not in the page cache.
+  void prefault() const {
+    if (data_ == nullptr) return;
+#if defined(MADV_POPULATE_READ)
+    if (::madvise(data_, size_, MADV_POPULATE_READ) == 0) return;
+#endif
+    // Kernels before 5.14: one read per page faults the same pages in.
+    auto const page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    auto const* bytes = static_cast<unsigned char const volatile*>(data_);
+    unsigned char sum = 0;
+    for (std::size_t at = 0; at < size_; at += page) sum = static_cast<unsigned char>(sum + bytes[at]);
+    static_cast<void>(sum);
+  }
+
  private:
   MappedFile(std::filesystem::path path, void* data, std::size_t size)
       : path_(std::move(path)), data_(data), size_(size) {}

@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -87,9 +88,10 @@ T load_unaligned(std::byte const* p) {
   return value;
 }
 
-// Converts any floating tensor to float32: exact for F32/F16/BF16, rounded to nearest for F64.
-inline std::vector<float> tensor_to_f32(TensorInfo const& t, std::string_view source) {
-  std::vector<float> out(static_cast<std::size_t>(t.numel));
+// Converts any floating tensor to float32 into `out` (t.numel floats): exact for F32/F16/BF16, rounded to
+// nearest for F64.
+inline void tensor_to_f32(TensorInfo const& t, std::string_view source, std::span<float> out) {
+  FLASHDEBERTA_ASSERT(static_cast<std::int64_t>(out.size()) == t.numel);
   std::byte const* p = t.bytes.data();
   switch (t.dtype) {
     case DType::kF32:
@@ -108,6 +110,11 @@ inline std::vector<float> tensor_to_f32(TensorInfo const& t, std::string_view so
       FLASHDEBERTA_FAIL(source << ": tensor '" << t.name << "' has dtype " << dtype_name(t.dtype)
                                << "; a float tensor (F32, F16, BF16 or F64) is required");
   }
+}
+
+inline std::vector<float> tensor_to_f32(TensorInfo const& t, std::string_view source) {
+  std::vector<float> out(static_cast<std::size_t>(t.numel));
+  tensor_to_f32(t, source, out);
   return out;
 }
 
@@ -151,7 +158,8 @@ class SafetensorsFile {
   static SafetensorsFile open(std::filesystem::path const& path) {
     io::MappedFile mapped = io::MappedFile::open(path);
     SafetensorsFile file = parse(mapped.bytes(), path.string());
-    file.mapping_.emplace(std::move(mapped));  // moving the mapping keeps its address, so the views stay valid
+    // Moving the mapping keeps its address, so the views stay valid.
+    file.mapping_ = std::make_shared<io::MappedFile const>(std::move(mapped));
     return file;
   }
 
@@ -183,6 +191,10 @@ class SafetensorsFile {
   void release(TensorInfo const& tensor) const {
     if (mapping_) mapping_->release(tensor.bytes);
   }
+
+  // The mapping every TensorInfo::bytes of this file points into, shared with whoever keeps a tensor's bytes
+  // without copying them (Checkpoint::mapped_f32); null for an image parsed from memory.
+  std::shared_ptr<io::MappedFile const> const& mapping() const { return mapping_; }
 
   TensorInfo const& info(std::string_view name) const {
     auto it = tensors_.find(name);
@@ -324,7 +336,7 @@ class SafetensorsFile {
   }
 
   std::string source_;
-  std::optional<io::MappedFile> mapping_;
+  std::shared_ptr<io::MappedFile const> mapping_;  // null for an image parsed from memory
   std::map<std::string, TensorInfo, std::less<>> tensors_;
   std::map<std::string, std::string> metadata_;
 };

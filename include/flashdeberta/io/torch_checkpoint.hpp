@@ -18,6 +18,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
@@ -149,7 +150,8 @@ class TorchFile {
   static TorchFile open(std::filesystem::path const& path) {
     io::MappedFile mapped = io::MappedFile::open(path);
     TorchFile file = parse(mapped.bytes(), path.string());
-    file.mapping_.emplace(std::move(mapped));  // moving the mapping keeps its address, so the views stay valid
+    // Moving the mapping keeps its address, so the views stay valid.
+    file.mapping_ = std::make_shared<io::MappedFile const>(std::move(mapped));
     return file;
   }
 
@@ -202,6 +204,10 @@ class TorchFile {
   void release(TensorInfo const& tensor) const {
     if (mapping_) mapping_->release(tensor.bytes);
   }
+
+  // The mapping every TensorInfo::bytes of this file points into, shared with whoever keeps a tensor's bytes
+  // without copying them (Checkpoint::mapped_f32); null for an image parsed from memory.
+  std::shared_ptr<io::MappedFile const> const& mapping() const { return mapping_; }
 
  private:
   TorchFile() = default;
@@ -319,7 +325,7 @@ class TorchFile {
   }
 
   std::string source_;
-  std::optional<io::MappedFile> mapping_;
+  std::shared_ptr<io::MappedFile const> mapping_;  // null for an image parsed from memory
   std::map<std::string, TensorInfo, std::less<>> tensors_;
 };
 

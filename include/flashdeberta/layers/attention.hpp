@@ -6,6 +6,7 @@
 #pragma once
 
 #include <concepts>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,19 +46,17 @@ class AttentionBlock {
         }
       }
     } else {
-      // v2/v3: stack query, key, value rows so one GEMM yields [q | k | v].
-      std::vector<float> weight;
-      weight.reserve(static_cast<std::size_t>(3 * a * h));
-      for (char const* part : {"query_proj", "key_proj", "value_proj"}) {
-        std::vector<float> const wp = w.read(self + part + ".weight", {a, h});
-        weight.insert(weight.end(), wp.begin(), wp.end());
-      }
-      for (std::int64_t i = 0; i < 3; ++i) {
-        char const* part = i == 0 ? "query_proj" : (i == 1 ? "key_proj" : "value_proj");
-        std::vector<float> const bp = w.read(self + part + ".bias", {a});
-        std::copy(bp.begin(), bp.end(), bias.begin() + i * a);
-      }
-      qkv_ = {w.policy(), w.from_host(weight, 3 * a, h)};
+      // v2/v3: stack query, key, value rows so one GEMM yields [q | k | v]: the one copy of these weights a
+      // load makes, written straight from the file.
+      char const* const parts[] = {"query_proj", "key_proj", "value_proj"};
+      auto const rows = static_cast<std::size_t>(a);
+      auto const part_size = static_cast<std::size_t>(a * h);
+      qkv_ = {w.policy(), w.staged(3 * a, h, [&](std::span<float> weight) {
+                for (std::size_t i = 0; i < 3; ++i)
+                  w.read_into(self + parts[i] + ".weight", {a, h}, weight.subspan(i * part_size, part_size));
+              })};
+      for (std::size_t i = 0; i < 3; ++i)
+        w.read_into(self + parts[i] + ".bias", {a}, std::span<float>(bias).subspan(i * rows, rows));
     }
     qkv_bias_ = w.policy().upload(std::span<float const>(bias), w.policy().compute_dtype());
     out_ = {w.policy(), w.matrix(output + "dense.weight", h, a)};

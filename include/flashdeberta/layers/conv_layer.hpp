@@ -13,9 +13,7 @@ class ConvLayer {
  public:
   ConvLayer(WeightLoader<P> const& w, ModelConfig const& c) : config_(c) {
     std::int64_t const h = c.hidden_size;
-    std::vector<float> const weight =
-        w.read("encoder.conv.conv.weight", {h, h / c.conv_groups, c.conv_kernel_size});  // (C, C / g, K)
-    weight_ = w.policy().upload(std::span<float const>(weight), w.policy().compute_dtype());
+    weight_ = w.tensor("encoder.conv.conv.weight", {h, h / c.conv_groups, c.conv_kernel_size});  // (C, C / g, K)
     bias_ = w.vector("encoder.conv.conv.bias", h);
     norm_ = LayerNormParams<P>(w, "encoder.conv.LayerNorm", h, c.layer_norm_eps);
   }

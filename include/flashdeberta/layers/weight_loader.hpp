@@ -1,14 +1,19 @@
-// Reads backbone tensors from a checkpoint, checks each shape against the config and moves it into the
-// policy's memory in its compute dtype.
+// Reads backbone tensors from a checkpoint, checks each shape against the config and puts it into the
+// policy's memory in its compute dtype, copying as little as the policy allows (load_weight).
 #pragma once
 
+#include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "flashdeberta/core/host_buffer.hpp"
 #include "flashdeberta/io/checkpoint.hpp"
 #include "flashdeberta/policy/concepts.hpp"
+#include "flashdeberta/policy/host_adoption.hpp"
 
 namespace flashdeberta {
 
@@ -22,6 +27,45 @@ struct DeviceMatrix {
   MatrixRef ref() const { return {buffer.data(), buffer.dtype(), rows, cols, cols}; }
   void const* data() const { return buffer.data(); }
 };
+
+// A weight the loader builds on the host (converted, stacked, interleaved): `fill` writes its `numel` float32
+// values once, into memory the policy then adopts (a HostBuffer of its own, so owned and 64-byte aligned) or
+// into a host vector it uploads.
+template <ExecutionPolicy P, class Fill>
+typename P::Buffer stage_weight(P const& policy, std::int64_t numel, Fill&& fill) {
+  if constexpr (AdoptsHostMemory<P>) {
+    if (policy.compute_dtype() == DType::kF32) {
+      auto owned = std::make_shared<HostBuffer>(numel, DType::kF32);
+      std::span<float> const values(owned->as<float>(), static_cast<std::size_t>(numel));
+      fill(values);
+      return policy.adopt_host(values, std::move(owned));
+    }
+  }
+  std::vector<float> host(static_cast<std::size_t>(numel));
+  fill(std::span<float>(host));
+  return policy.upload(std::span<float const>(host), policy.compute_dtype());
+}
+
+// Tensor `name` of `checkpoint`, shape-checked, in policy memory. A float32 tensor in a mapped file is used where
+// it lies when the policy computes on host memory in place (AdoptsHostMemory) and the checkpoint lends its
+// mappings (CheckpointOptions::zero_copy): no copy, the buffer keeps the mapping alive. Otherwise it is uploaded
+// straight from the mapping, and any other dtype (or a misaligned tensor) is converted once (stage_weight).
+template <ExecutionPolicy P>
+typename P::Buffer load_weight(P const& policy, Checkpoint const& checkpoint, std::string const& name,
+                               std::vector<std::int64_t> const& shape) {
+  if (std::optional<MappedTensor> mapped = checkpoint.mapped_f32(name, shape)) {
+    if constexpr (AdoptsHostMemory<P>) {
+      if (checkpoint.options().zero_copy && policy.compute_dtype() == DType::kF32)
+        return policy.adopt_host(mapped->values, std::move(mapped->owner));
+    }
+    typename P::Buffer buffer = policy.upload(mapped->values, policy.compute_dtype());
+    checkpoint.release(name);
+    return buffer;
+  }
+  std::int64_t numel = 1;
+  for (std::int64_t d : shape) numel *= d;
+  return stage_weight(policy, numel, [&](std::span<float> out) { checkpoint.read_f32_into(name, shape, out); });
+}
 
 template <ExecutionPolicy P>
 class WeightLoader {
@@ -58,19 +102,24 @@ class WeightLoader {
   std::vector<float> read(std::string const& name, std::vector<std::int64_t> const& shape) const {
     return checkpoint_.read_f32(prefix_ + name, shape);
   }
+  // The same into `out`, e.g. a part of a weight being stacked (staged).
+  void read_into(std::string const& name, std::vector<std::int64_t> const& shape, std::span<float> out) const {
+    checkpoint_.read_f32_into(prefix_ + name, shape, out);
+  }
 
+  // A tensor used as stored, in policy memory (load_weight: in place where it can be).
+  typename P::Buffer tensor(std::string const& name, std::vector<std::int64_t> const& shape) const {
+    return load_weight(policy_, checkpoint_, prefix_ + name, shape);
+  }
   Matrix matrix(std::string const& name, std::int64_t rows, std::int64_t cols) const {
-    return from_host(read(name, {rows, cols}), rows, cols);
+    return {tensor(name, {rows, cols}), rows, cols};
   }
+  typename P::Buffer vector(std::string const& name, std::int64_t size) const { return tensor(name, {size}); }
 
-  typename P::Buffer vector(std::string const& name, std::int64_t size) const {
-    std::vector<float> const host = read(name, {size});
-    return policy_.upload(std::span<float const>(host), policy_.compute_dtype());
-  }
-
-  Matrix from_host(std::vector<float> const& host, std::int64_t rows, std::int64_t cols) const {
-    FLASHDEBERTA_ASSERT(static_cast<std::int64_t>(host.size()) == rows * cols);
-    return {policy_.upload(std::span<float const>(host), policy_.compute_dtype()), rows, cols};
+  // A (rows, cols) weight built at load: `fill` writes its float32 values once (stage_weight).
+  template <class Fill>
+  Matrix staged(std::int64_t rows, std::int64_t cols, Fill&& fill) const {
+    return {stage_weight(policy_, rows * cols, std::forward<Fill>(fill)), rows, cols};
   }
 
   P const& policy() const { return policy_; }

@@ -19,6 +19,9 @@ struct ModelOptions {
   // forward refuses a batch whose estimated memory (estimate_forward_memory) exceeds this many bytes, or what
   // the policy reports available when that is less; 0: only the policy's report.
   std::int64_t max_forward_bytes = 0;
+  // How load() opens the checkpoint: by default float32 weights stay in the mapped file where the policy can
+  // read them in place (CheckpointOptions::zero_copy), and the model keeps the file mapped.
+  CheckpointOptions checkpoint;
 };
 
 // The last hidden state of a packed batch, (T, H) in policy memory.
@@ -61,7 +64,7 @@ class DebertaModel {
   static DebertaModel load(P policy, std::filesystem::path const& directory, ModelOptions options = {}) {
     ModelConfig config = load_model_config(directory);
     require_variant_accepts<V>(config, (directory / "config.json").string());
-    Checkpoint const checkpoint = Checkpoint::open(directory);
+    Checkpoint const checkpoint = Checkpoint::open(directory, options.checkpoint);
     return DebertaModel(std::move(policy), std::move(config), checkpoint, options);
   }
 

@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "flashdeberta/policy/concepts.hpp"
+#include "flashdeberta/policy/host_adoption.hpp"
 
 namespace flashdeberta {
 
@@ -116,6 +117,10 @@ class ProfilingPolicy {
 
   Buffer allocate(std::int64_t size, DType dtype) const { return inner_.allocate(size, dtype); }
   Buffer upload(std::span<float const> host, DType dtype) const { return inner_.upload(host, dtype); }
+  Buffer adopt_host(std::span<float const> values,
+                    std::shared_ptr<void const> owner) const requires AdoptsHostMemory<P> {
+    return inner_.adopt_host(values, std::move(owner));
+  }
   Buffer upload_indices(std::span<std::int32_t const> host) const { return inner_.upload_indices(host); }
   void download(Buffer const& buffer, std::span<float> host) const { inner_.download(buffer, host); }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 
@@ -16,6 +17,7 @@
 #include "flashdeberta/eigen/ops/attention_flash.hpp"
 #include "flashdeberta/eigen/ops/dense_ops.hpp"
 #include "flashdeberta/policy/concepts.hpp"
+#include "flashdeberta/policy/host_adoption.hpp"
 #include "flashdeberta/policy/host_memory.hpp"
 #include "flashdeberta/policy/prepared_linear.hpp"
 
@@ -86,6 +88,11 @@ class EigenPolicy {
     Buffer buffer(static_cast<std::int64_t>(host.size()), DType::kF32);
     std::copy(host.begin(), host.end(), buffer.as<float>());
     return buffer;
+  }
+
+  // A weight read where it lies (host_adoption.hpp): a view of `values`, which `owner` keeps valid.
+  Buffer adopt_host(std::span<float const> values, std::shared_ptr<void const> owner) const {
+    return Buffer::view(values.data(), static_cast<std::int64_t>(values.size()), DType::kF32, std::move(owner));
   }
 
   Buffer upload_indices(std::span<std::int32_t const> host) const {
@@ -193,5 +200,6 @@ class EigenPolicy {
 static_assert(ExecutionPolicy<EigenPolicy>);
 static_assert(ReportsAvailableMemory<EigenPolicy> && ReportsAttentionWorkspace<EigenPolicy>);
 static_assert(PreparesLinearWeights<EigenPolicy>);
+static_assert(AdoptsHostMemory<EigenPolicy>);
 
 }  // namespace flashdeberta
