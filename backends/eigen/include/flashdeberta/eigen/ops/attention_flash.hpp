@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "flashdeberta/eigen/ops/flash_state.hpp"
+#include "flashdeberta/eigen/ops/op_threads.hpp"
+#include "flashdeberta/eigen/ops/relative_window.hpp"
 
 namespace flashdeberta::eigen_ops {
 namespace detail {
@@ -207,10 +209,22 @@ inline void attend_query_block(AttentionArgs const& a, HeadViews& view, Position
   view.out.middleRows(i0, rows) = w.row_sum.head(rows).cwiseInverse().asDiagonal() * acc;  // write_o
 }
 
+// Multiply-adds of q.k^T, p.v, c2p and p2c over the batch: what sizes the team.
+inline double attention_fma(AttentionArgs const& a, std::int64_t slots) {
+  double fma = 0.0;
+  for (std::int64_t b = 0; b < a.sequences.batch; ++b) {
+    auto const length = static_cast<double>(a.sequences.cu_seqlens[b + 1] - a.sequences.cu_seqlens[b]);
+    fma += 2.0 * length * (length + static_cast<double>(slots));
+  }
+  return fma * static_cast<double>(a.num_heads * a.head_size);
+}
+
 }  // namespace detail
 
-inline void attention_flash(AttentionArgs const& a, int threads) {
-  check_attention_args(a);
+inline void attention_flash(AttentionArgs const& args, int policy_threads) {
+  check_attention_args(args);
+  std::vector<std::int32_t> window_index;
+  AttentionArgs const a = narrow_relative_window(args, detail::kMicroPanel, window_index);
   using Tile = HostFlashTile;
   std::int64_t const d = a.head_size;
   bool const c2p = !a.pos_key.empty();
@@ -221,11 +235,16 @@ inline void attention_flash(AttentionArgs const& a, int threads) {
   auto sequence = [&](std::int64_t b) {
     return std::pair{std::int64_t{a.sequences.cu_seqlens[b]}, std::int64_t{a.sequences.cu_seqlens[b + 1]}};
   };
+  std::int64_t const tasks = a.sequences.batch * a.num_heads;
+  int threads = threads_for(detail::attention_fma(a, slots), kMinFmaPerThread, policy_threads);
   // With enough (sequence, head) pairs, each thread takes whole heads: it projects its own p2c table and
   // no thread ever waits for another until the end. Otherwise (few heads, many threads) the query blocks
   // of one head are shared, at the price of two barriers per head, which stall every thread whenever
-  // one of them is descheduled (measured on 2 busy cores: 2-3x slower at L = 512).
-  if (a.sequences.batch * a.num_heads >= 2 * static_cast<std::int64_t>(threads)) {
+  // one of them is descheduled (measured on 2 busy cores: 2-3x slower at L = 512). Up to two query blocks
+  // a head, those barriers cost more than idle threads: one head per thread, fewer threads.
+  if (tasks < 2 * static_cast<std::int64_t>(threads) && max_length <= 2 * Tile::kBlockQ)
+    threads = static_cast<int>(std::min<std::int64_t>(threads, tasks));
+  if (tasks >= 2 * static_cast<std::int64_t>(threads) || max_length <= 2 * Tile::kBlockQ) {
 #pragma omp parallel num_threads(threads)
     {
       detail::FlashWorkspace workspace(d, slots);
@@ -234,7 +253,7 @@ inline void attention_flash(AttentionArgs const& a, int threads) {
       detail::PackedHead packed(d, max_length, slots, true);
       detail::PositionTerms const terms = detail::position_terms(a, table);
 #pragma omp for schedule(dynamic, 1)
-      for (std::int64_t task = 0; task < a.sequences.batch * a.num_heads; ++task) {
+      for (std::int64_t task = 0; task < tasks; ++task) {
         std::int64_t const b = task / a.num_heads;
         std::int64_t const h = task % a.num_heads;
         auto const [first, last] = sequence(b);

@@ -9,6 +9,8 @@
 #include <unsupported/Eigen/SpecialFunctions>
 
 #include "flashdeberta/eigen/ops/eigen_maps.hpp"
+#include "flashdeberta/eigen/ops/op_threads.hpp"
+#include "flashdeberta/eigen/ops/skinny_gemm.hpp"
 #include "flashdeberta/math/activation.hpp"
 #include "flashdeberta/policy/op_args.hpp"
 
@@ -39,7 +41,8 @@ inline void apply_bias_activation(MatrixRef const& out, float const* bias, Activ
   if (bias == nullptr && act == Activation::kIdentity) return;
   float* data = out.as<float>();
   std::int64_t const cols = out.cols;
-#pragma omp parallel for num_threads(threads) schedule(static)
+  int const team = threads_for(static_cast<double>(out.rows * cols), kMinElementsPerThread, threads, out.rows);
+#pragma omp parallel for num_threads(team) schedule(static)
   for (std::int64_t r = 0; r < out.rows; ++r) {
     float* row = data + r * out.ld;
     if (bias != nullptr) Eigen::Map<Eigen::ArrayXf>(row, cols) += Eigen::Map<Eigen::ArrayXf const>(bias, cols);
@@ -81,6 +84,19 @@ inline void gemm(GemmArgs const& g, int threads) {
     gemm_accumulate_f64(g, threads);
     return;
   }
+#if defined(__AVX512F__)
+  if (g.a.rows <= kSkinnyMaxRows) {
+    auto const* bias = static_cast<float const*>(g.bias);
+    Activation const act = g.activation;
+    skinny_gemm(g.a.as<float>(), g.a.ld, g.b.as<float>(), g.b.ld, g.out.as<float>(), g.out.ld, g.a.rows, g.b.rows,
+                g.a.cols, g.alpha, threads, [bias, act](float* row, std::int64_t c0, std::int64_t cols) {
+                  if (bias != nullptr)
+                    Eigen::Map<Eigen::ArrayXf>(row + c0, cols) += Eigen::Map<Eigen::ArrayXf const>(bias + c0, cols);
+                  activate_row(row + c0, cols, act);
+                });
+    return;
+  }
+#endif
   auto out = map(g.out);
   if (g.alpha == 1.0f) {
     out.noalias() = cmap(g.a) * cmap(g.b).transpose();
@@ -100,7 +116,8 @@ inline void layer_norm(LayerNormArgs const& n, int threads) {
   std::int64_t const cols = n.x.cols;
   Eigen::Map<Eigen::ArrayXf const> const gamma(static_cast<float const*>(n.gamma), cols);
   Eigen::Map<Eigen::ArrayXf const> const beta(static_cast<float const*>(n.beta), cols);
-#pragma omp parallel for num_threads(threads) schedule(static)
+  int const team = threads_for(static_cast<double>(n.x.rows * cols), kMinElementsPerThread, threads, n.x.rows);
+#pragma omp parallel for num_threads(team) schedule(static)
   for (std::int64_t r = 0; r < n.x.rows; ++r) {
     Eigen::Map<Eigen::ArrayXf const> const x(n.x.as<float>() + r * n.x.ld, cols);
     Eigen::Map<Eigen::ArrayXf> y(n.out.as<float>() + r * n.out.ld, cols);
@@ -121,7 +138,8 @@ inline void embedding(EmbeddingArgs const& e, int threads) {
   require_f32(e.word, "word embeddings");
   std::int64_t const tokens = e.out.rows;
   std::int64_t const width = e.out.cols;
-#pragma omp parallel for num_threads(threads) schedule(static)
+  int const team = threads_for(static_cast<double>(tokens * width), kMinElementsPerThread, threads, tokens);
+#pragma omp parallel for num_threads(team) schedule(static)
   for (std::int64_t t = 0; t < tokens; ++t) {
     float* y = e.out.as<float>() + t * e.out.ld;
     float const* w = e.word.as<float>() + static_cast<std::int64_t>(e.ids[t]) * e.word.ld;
