@@ -86,7 +86,7 @@ struct CheckpointOptions {
   // weight, and the model no longer needs the file once loaded.
   bool zero_copy = true;
   // Map every page of the files at open (MappedFile::prefault): the load pays the page faults the first
-  // forward would otherwise pay for lent weights (docs/performance.md, "Loading").
+  // forward would otherwise pay for lent weights (docs/loading.md).
   bool prefault = false;
 };
 

@@ -95,7 +95,7 @@ class MappedFile {
   }
 
   // Maps every page of the file now, instead of at the first touch of each: a load that keeps weights in the
-  // mapping moves the page faults of its first forward here (docs/performance.md, "Loading"). Reads the file
+  // mapping moves the page faults of its first forward here (docs/loading.md). Reads the file
   // if it is not in the page cache.
   void prefault() const {
     if (data_ == nullptr) return;
