@@ -203,7 +203,10 @@ inline void lstm_cell(LstmCellArgs const& a, int threads) {
   bool const has_rec = !a.gates_rec.empty();
   bool const has_prev = !a.cell_prev.empty();
   auto const sigmoid = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
-#pragma omp parallel for num_threads(threads) schedule(static)
+  // One step of a BiLSTM over a few texts is a few thousand gates: sized like the elementwise passes.
+  int const team = threads_for(static_cast<double>(a.gates_in.rows * a.gates_in.cols), kMinElementsPerThread, threads,
+                               a.hidden.rows);
+#pragma omp parallel for num_threads(team) schedule(static)
   for (std::int64_t r = 0; r < a.hidden.rows; ++r) {
     float const* in = a.gates_in.as<float>() + r * a.gates_in.ld;
     float const* rec = has_rec ? a.gates_rec.as<float>() + r * a.gates_rec.ld : nullptr;

@@ -91,22 +91,35 @@ inline void skinny_block(float const* a, std::int64_t lda, float const* w, std::
   for (int i = 0; i < MR; ++i) _mm_mask_storeu_ps(out + i * ldo, columns, _mm_load_ps(lanes + 4 * i));
 }
 
-// n rows of w against MR rows of a; `ahead`: the n rows to prefetch meanwhile, or null.
+// Rows of the next panel of the weight that one slice of `a` prefetches while it runs over the current one:
+// groups of 4 rows dealt round-robin to the slices, so that the stream spreads over the whole panel's time.
+struct PanelAhead {
+  float const* rows = nullptr;  // the next panel's first row, or null
+  std::int64_t count = 0;       // its rows
+  std::int64_t slice = 0, slices = 1;
+
+  float const* group(std::int64_t j, std::int64_t ldw) const {
+    bool const mine = rows != nullptr && j < count && (j / 4) % slices == slice;
+    return mine ? rows + j * ldw : nullptr;
+  }
+};
+
+// n rows of w against MR rows of a.
 template <int MR>
 inline void skinny_rows(float const* a, std::int64_t lda, float const* w, std::int64_t ldw, std::int64_t k, float alpha,
-                        float* out, std::int64_t ldo, std::int64_t n, float const* ahead) {
-  auto at = [&](std::int64_t j) { return ahead != nullptr ? ahead + j * ldw : nullptr; };
+                        float* out, std::int64_t ldo, std::int64_t n, PanelAhead const& ahead) {
   std::int64_t j = 0;
-  for (; j + 4 <= n; j += 4) skinny_block<MR, 4>(a, lda, w + j * ldw, ldw, k, alpha, out + j, ldo, at(j));
+  for (; j + 4 <= n; j += 4) skinny_block<MR, 4>(a, lda, w + j * ldw, ldw, k, alpha, out + j, ldo, ahead.group(j, ldw));
+  float const* const tail = ahead.group(j, ldw);
   switch (n - j) {
     case 3:
-      skinny_block<MR, 3>(a, lda, w + j * ldw, ldw, k, alpha, out + j, ldo, at(j));
+      skinny_block<MR, 3>(a, lda, w + j * ldw, ldw, k, alpha, out + j, ldo, tail);
       break;
     case 2:
-      skinny_block<MR, 2>(a, lda, w + j * ldw, ldw, k, alpha, out + j, ldo, at(j));
+      skinny_block<MR, 2>(a, lda, w + j * ldw, ldw, k, alpha, out + j, ldo, tail);
       break;
     case 1:
-      skinny_block<MR, 1>(a, lda, w + j * ldw, ldw, k, alpha, out + j, ldo, at(j));
+      skinny_block<MR, 1>(a, lda, w + j * ldw, ldw, k, alpha, out + j, ldo, tail);
       break;
     default:
       break;
@@ -115,19 +128,24 @@ inline void skinny_rows(float const* a, std::int64_t lda, float const* w, std::i
 
 // Columns [n0, n0 + n) of out for all m rows. The weight's rows are taken a panel of about 128 KB at a time
 // (in L2), and every 4-row slice of `a` (in L1) runs over the panel before the next. The weight comes from
-// memory (a v3-base layer's is 28 MB): the first slice's pass prefetches the next panel, so that the stream
+// memory (a v3-base layer's is 28 MB): the slices prefetch the next panel meanwhile, so that the stream
 // overlaps the multiply instead of stalling it.
 inline void skinny_columns(float const* a, std::int64_t lda, float const* w, std::int64_t ldw, std::int64_t m,
                            std::int64_t k, float alpha, float* out, std::int64_t ldo, std::int64_t n0, std::int64_t n) {
   std::int64_t const panel = std::clamp<std::int64_t>(32768 / std::max<std::int64_t>(k, 1), 4, 64) / 4 * 4;
+  PanelAhead ahead;
+  ahead.slices = (m + 3) / 4;
   for (std::int64_t j0 = n0; j0 < n0 + n; j0 += panel) {
     std::int64_t const cols = std::min(panel, n0 + n - j0);
-    std::int64_t const next = std::min(panel, n0 + n - j0 - cols);  // rows of the next panel
     float const* wj = w + j0 * ldw;
-    float const* ahead = next == cols ? wj + cols * ldw : nullptr;
+    ahead.count = std::min(panel, n0 + n - j0 - cols);
+    ahead.rows = ahead.count > 0 ? wj + cols * ldw : nullptr;
     std::int64_t i = 0;
-    for (; i + 4 <= m; i += 4, ahead = nullptr)
+    for (; i + 4 <= m; i += 4) {
+      ahead.slice = i / 4;
       skinny_rows<4>(a + i * lda, lda, wj, ldw, k, alpha, out + i * ldo + j0, ldo, cols, ahead);
+    }
+    ahead.slice = i / 4;
     switch (m - i) {
       case 3:
         skinny_rows<3>(a + i * lda, lda, wj, ldw, k, alpha, out + i * ldo + j0, ldo, cols, ahead);
