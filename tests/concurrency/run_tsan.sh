@@ -21,7 +21,7 @@ jobs=${FLASHDEBERTA_TSAN_JOBS:-$(nproc)}
 generator=()
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi
 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHDEBERTA_TSAN=ON \
-  -DFLASHDEBERTA_WITH_OPENMP=OFF -DFLASHDEBERTA_WITH_CUDA=OFF -DFLASHDEBERTA_BUILD_BENCH=OFF \
+  -DFLASHDEBERTA_WITH_OPENMP=OFF -DFLASHDEBERTA_WITH_CUDA=OFF -DFLASHDEBERTA_WITH_ONEDNN=OFF -DFLASHDEBERTA_BUILD_BENCH=OFF \
   -DFLASHDEBERTA_BUILD_EXAMPLES=OFF -DFLASHDEBERTA_BUILD_FUZZ=OFF -DFLASHDEBERTA_NATIVE=ON >/dev/null
 cmake --build "$build" -j"$jobs" --target test_concurrency
 # halt_on_error: the first report fails the run (exit 66) instead of a warning lost in the log.
