@@ -41,7 +41,7 @@ inline AttentionArgs narrow_relative_window(AttentionArgs const& a, std::int64_t
                                             std::vector<std::int32_t>& index) {
   bool const c2p = !a.pos_key.empty();
   bool const p2c = !a.pos_query.empty();
-  if ((!c2p && !p2c) || a.relative_index == nullptr) return a;
+  if ((!c2p && !p2c) || a.relative_index == nullptr || a.saturation < 1) return a;
   std::int64_t const rows = c2p ? a.pos_key.rows : a.pos_query.rows;
   std::int64_t const s = a.saturation;
   std::int64_t const reach = std::clamp<std::int64_t>(widest_position_span(a.sequences), 1, s);
