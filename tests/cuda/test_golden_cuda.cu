@@ -7,28 +7,10 @@ namespace fd = flashdeberta;
 
 namespace {
 
-// ||ours - expected|| / ||expected|| (Frobenius) over the valid positions.
-double relative_error(fd::testing::GoldenCase const& golden, std::vector<float> const& packed) {
-  double diff = 0.0, norm = 0.0;
-  fd::Batch const& batch = golden.batch;
-  for (std::int64_t b = 0; b < batch.batch_size(); ++b) {
-    for (std::int64_t t = batch.cu_seqlens[b]; t < batch.cu_seqlens[b + 1]; ++t) {
-      std::int64_t const row = b * golden.length + batch.positions[t];
-      for (std::int64_t c = 0; c < golden.hidden; ++c) {
-        double const theirs = golden.expected[row * golden.hidden + c];
-        double const err = packed[t * golden.hidden + c] - theirs;
-        diff += err * err;
-        norm += theirs * theirs;
-      }
-    }
-  }
-  return std::sqrt(diff / norm);
-}
-
 template <fd::Variant V>
 double low_precision_error(fd::DType dtype, std::filesystem::path const& dir, fd::testing::GoldenCase const& golden) {
   auto const model = fd::DebertaModel<V, fd::CudaPolicy>::load(fd::CudaPolicy(fd::CudaOptions{.dtype = dtype}), dir);
-  return relative_error(golden, model.forward_to_host(golden.batch));
+  return fd::testing::relative_frobenius_error(golden, model.forward_to_host(golden.batch));
 }
 
 }  // namespace
