@@ -12,18 +12,11 @@
 
 #include "bench_common.hpp"
 #include "flashdeberta/flashdeberta.hpp"
+#include "proc_status.hpp"
 
 namespace {
 
-// A "VmRSS:" / "VmHWM:" line of /proc/self/status, in MiB.
-double status_mib(std::string const& key) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind(key, 0) == 0) return std::atof(line.c_str() + key.size()) / 1024.0;
-  }
-  return -1.0;
-}
+using flashdeberta::bench::status_mib;
 
 }  // namespace
 

@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "flashdeberta/eigen/eigen_policy.hpp"
+#include "proc_status.hpp"
 #include "flashdeberta/flashdeberta.hpp"
 #include "flashdeberta/policy/profiling_policy.hpp"
 
@@ -50,15 +51,7 @@ class Phase {
   long faults_;
 };
 
-// A "RssAnon:" / "RssFile:" line of /proc/self/status, in MiB.
-double status_mib(std::string const& key) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind(key, 0) == 0) return std::atof(line.c_str() + key.size()) / 1024.0;
-  }
-  return -1.0;
-}
+using flashdeberta::bench::status_mib;
 
 void print_memory(char const* when) {
   std::printf("  resident %-17s anonymous %7.1f MiB   mapped file %7.1f MiB\n", when, status_mib("RssAnon:"),
