@@ -19,9 +19,9 @@
 #include <type_traits>
 
 #include "flashdeberta/eigen/eigen_policy.hpp"
-#include "proc_status.hpp"
 #include "flashdeberta/flashdeberta.hpp"
 #include "flashdeberta/policy/profiling_policy.hpp"
+#include "proc_status.hpp"
 
 namespace {
 
