@@ -5,6 +5,8 @@ truncation strategy, for the three fixture tokenizers and the vocabulary of mode
 The CLI prints one JSON line per TEXT argument; a truncation HF refuses makes it exit 1, and then the
 Python call must raise ValueError.
 """
+import re
+
 import pytest
 
 from conftest import MODELS, TOKENIZERS, json_lines, run_cli
@@ -58,11 +60,20 @@ def cli_results(cli, directory, setting):
     while len(results) < len(TEXTS):
         status, out, err = run_cli(cli, cli_args(directory, *setting) + ["--", *TEXTS[len(results):]])
         done = json_lines(out)
-        results += done
-        if status != 0:
-            # A refusal stops the CLI at that text ("text K", counting this call's texts), after the others.
-            assert status == 1 and f"error: text {len(done) + 1}:" in err, f"status {status}: {err}"
-            results.append(err.strip())
+        if status == 0:
+            results += done
+            continue
+        # Texts on the command line are all encoded before any line is printed: a refusal prints none and
+        # names the text ("text K", counting this call's texts); the ones before it are asked again alone.
+        assert status == 1 and not done, f"status {status}, {len(done)} lines printed before: {err}"
+        match = re.search(r"error: text (\d+):", err)
+        assert match, f"no text number in: {err}"
+        refused = len(results) + int(match.group(1)) - 1
+        for text in TEXTS[len(results):refused]:
+            status, out, err_one = run_cli(cli, cli_args(directory, *setting) + ["--", text])
+            assert status == 0, f"text {text[:40]!r} refused alone: {err_one}"
+            results += json_lines(out)
+        results.append(err.strip())
     return results
 
 
