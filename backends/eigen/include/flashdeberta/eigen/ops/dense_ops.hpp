@@ -42,12 +42,11 @@ inline void apply_bias_activation(MatrixRef const& out, float const* bias, Activ
   float* data = out.as<float>();
   std::int64_t const cols = out.cols;
   int const team = threads_for(static_cast<double>(out.rows * cols), kMinElementsPerThread, threads, out.rows);
-#pragma omp parallel for num_threads(team) schedule(static)
-  for (std::int64_t r = 0; r < out.rows; ++r) {
+  for_each_index(team, out.rows, [&](std::int64_t r) {
     float* row = data + r * out.ld;
     if (bias != nullptr) Eigen::Map<Eigen::ArrayXf>(row, cols) += Eigen::Map<Eigen::ArrayXf const>(bias, cols);
     activate_row(row, cols, act);
-  }
+  });
 }
 
 // GemmArgs::accumulate_f64: b converted to float64 a block of rows at a time, by every thread on its own
@@ -117,8 +116,7 @@ inline void layer_norm(LayerNormArgs const& n, int threads) {
   Eigen::Map<Eigen::ArrayXf const> const gamma(static_cast<float const*>(n.gamma), cols);
   Eigen::Map<Eigen::ArrayXf const> const beta(static_cast<float const*>(n.beta), cols);
   int const team = threads_for(static_cast<double>(n.x.rows * cols), kMinElementsPerThread, threads, n.x.rows);
-#pragma omp parallel for num_threads(team) schedule(static)
-  for (std::int64_t r = 0; r < n.x.rows; ++r) {
+  for_each_index(team, n.x.rows, [&](std::int64_t r) {
     Eigen::Map<Eigen::ArrayXf const> const x(n.x.as<float>() + r * n.x.ld, cols);
     Eigen::Map<Eigen::ArrayXf> y(n.out.as<float>() + r * n.out.ld, cols);
     // The sum is formed in float32 as PyTorch does (x + residual).
@@ -131,7 +129,7 @@ inline void layer_norm(LayerNormArgs const& n, int threads) {
     float const variance = (y - mean).square().sum() / static_cast<float>(cols);
     float const inv_std = 1.0f / std::sqrt(variance + n.eps);
     y = (y - mean) * inv_std * gamma + beta;
-  }
+  });
 }
 
 inline void embedding(EmbeddingArgs const& e, int threads) {
@@ -139,8 +137,7 @@ inline void embedding(EmbeddingArgs const& e, int threads) {
   std::int64_t const tokens = e.out.rows;
   std::int64_t const width = e.out.cols;
   int const team = threads_for(static_cast<double>(tokens * width), kMinElementsPerThread, threads, tokens);
-#pragma omp parallel for num_threads(team) schedule(static)
-  for (std::int64_t t = 0; t < tokens; ++t) {
+  for_each_index(team, tokens, [&](std::int64_t t) {
     float* y = e.out.as<float>() + t * e.out.ld;
     float const* w = e.word.as<float>() + static_cast<std::int64_t>(e.ids[t]) * e.word.ld;
     for (std::int64_t c = 0; c < width; ++c) y[c] = w[c];
@@ -152,7 +149,7 @@ inline void embedding(EmbeddingArgs const& e, int threads) {
       float const* p = e.token_type.as<float>() + static_cast<std::int64_t>(e.token_types[t]) * e.token_type.ld;
       for (std::int64_t c = 0; c < width; ++c) y[c] += p[c];
     }
-  }
+  });
 }
 
 // For each tap u of the kernel: out += shift_u(x) . W[:, :, u]^T, per group; shift_u takes the token at
@@ -206,8 +203,7 @@ inline void lstm_cell(LstmCellArgs const& a, int threads) {
   // One step of a BiLSTM over a few texts is a few thousand gates: sized like the elementwise passes.
   int const team = threads_for(static_cast<double>(a.gates_in.rows * a.gates_in.cols), kMinElementsPerThread, threads,
                                a.hidden.rows);
-#pragma omp parallel for num_threads(team) schedule(static)
-  for (std::int64_t r = 0; r < a.hidden.rows; ++r) {
+  for_each_index(team, a.hidden.rows, [&](std::int64_t r) {
     float const* in = a.gates_in.as<float>() + r * a.gates_in.ld;
     float const* rec = has_rec ? a.gates_rec.as<float>() + r * a.gates_rec.ld : nullptr;
     float const* prev = has_prev ? a.cell_prev.as<float>() + r * a.cell_prev.ld : nullptr;
@@ -227,7 +223,7 @@ inline void lstm_cell(LstmCellArgs const& a, int threads) {
         hidden[u] = sigmoid(z(3)) * std::tanh(c);
       }
     }
-  }
+  });
 }
 
 }  // namespace flashdeberta::eigen_ops
