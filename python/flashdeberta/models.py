@@ -66,7 +66,7 @@ class PreTrainedModel:
         self.dtype = dtype_name(dtype)
         # The C++ loader first: its strict reader names what is wrong with a config.json, then Python reads it.
         self._native = _native.Model(directory, head, backend_for(device, backend), self.dtype, attention,
-                                     int(threads), int(max_tokens))
+                                     int(threads), int(max_tokens), ModelOutput)
         self.config = read_config(directory)
 
     @property
@@ -84,6 +84,12 @@ class PreTrainedModel:
         memory, in the model's dtype, as DeviceArrays that torch.from_dlpack, cupy.from_dlpack or
         jax.dlpack.from_dlpack take without a copy; numpy arrays on the CPU); "pt" (torch tensors, through
         DLPack on CUDA)."""
+        # The common call (numpy arrays in and out) goes straight to the binding: after a forward has swept the
+        # caches, every line of Python here costs a cache miss or two.
+        if (not unused and return_tensors == "np" and type(input_ids) is np.ndarray
+                and (attention_mask is None or type(attention_mask) is np.ndarray)
+                and (token_type_ids is None or type(token_type_ids) is np.ndarray)):
+            return self._native(input_ids, attention_mask, token_type_ids, False)
         if unused:
             unknown = [k for k in unused if k not in ("return_dict", "offset_mapping")]
             if unknown:
@@ -96,7 +102,7 @@ class PreTrainedModel:
         ids, mask, types = (a if a is None or type(a) is np.ndarray else np.asarray(a)
                             for a in (input_ids, attention_mask, token_type_ids))
         if return_tensors == "np":
-            return ModelOutput(self._native(ids, mask, types, False))
+            return self._native(ids, mask, types, False)
         if return_tensors not in ("dlpack", "pt"):
             raise ValueError(f"return_tensors={return_tensors!r} is not one of 'np', 'dlpack', 'pt'")
         on_device = self.device == "cuda"
@@ -105,7 +111,7 @@ class PreTrainedModel:
             import torch  # only for this form of output
             convert = torch.from_dlpack if on_device else torch.from_numpy
             outputs = {name: convert(value) for name, value in outputs.items()}
-        return ModelOutput(outputs)
+        return outputs if isinstance(outputs, ModelOutput) else ModelOutput(outputs)
 
     forward = __call__
 

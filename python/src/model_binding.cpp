@@ -19,16 +19,25 @@ namespace flashdeberta::python {
 namespace {
 
 // An integer array of any integer dtype as int64 values in C order; refuses floats and the like, which
-// HF's embedding lookup refuses too.
+// HF's embedding lookup refuses too. A C-contiguous int64 array (what a tokenizer returns) is read in place:
+// numpy's conversion machinery is cold after a forward has swept the caches, and costs microseconds there.
 std::vector<std::int64_t> integer_values(py::array const& array, std::string const& name,
                                          std::vector<std::int64_t>* shape) {
-  char const kind = array.dtype().kind();
+  auto const read = [&](py::array const& values) {
+    if (shape != nullptr) shape->assign(values.shape(), values.shape() + values.ndim());
+    auto const* data = static_cast<std::int64_t const*>(values.data());
+    return std::vector<std::int64_t>(data, data + values.size());
+  };
+  auto const* descriptor = py::detail::array_descriptor_proxy(py::detail::array_proxy(array.ptr())->descr);
+  char const kind = descriptor->kind;
+  int const in_place = py::array::c_style | py::detail::npy_api::NPY_ARRAY_ALIGNED_;
+  if (kind == 'i' && array.itemsize() == 8 && descriptor->byteorder != '>' && (array.flags() & in_place) == in_place)
+    return read(array);
   FLASHDEBERTA_REQUIRE(kind == 'i' || kind == 'u' || kind == 'b',
                        name << " has dtype " << std::string(py::str(array.dtype())) << "; integers are expected");
   auto const values = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(array);
   FLASHDEBERTA_REQUIRE(values, name << ": cannot be read as int64 values");
-  if (shape != nullptr) shape->assign(values.shape(), values.shape() + values.ndim());
-  return std::vector<std::int64_t>(values.data(), values.data() + values.size());
+  return read(values);
 }
 
 }  // namespace
@@ -36,7 +45,8 @@ std::vector<std::int64_t> integer_values(py::array const& array, std::string con
 class Model {
  public:
   Model(std::string const& directory, std::string const& head, std::string const& backend, std::string const& dtype,
-        std::string const& attention, int threads, std::int64_t max_tokens) {
+        std::string const& attention, int threads, std::int64_t max_tokens, py::object output_type)
+      : output_type_(std::move(output_type)) {
     runtime::RuntimeOptions const options = runtime_options(directory, backend, dtype, attention, threads, max_tokens);
     max_tokens_ = max_tokens;
     std::optional<HeadKind> const kind = parse_head_kind(head);
@@ -57,8 +67,8 @@ class Model {
   }
 
   // on_device: the outputs stay in GPU memory as DeviceArrays (DLPack), for a model on CUDA.
-  py::dict call(py::array const& input_ids, std::optional<py::array> const& attention_mask,
-                std::optional<py::array> const& token_type_ids, bool on_device) const {
+  py::object call(py::array const& input_ids, std::optional<py::array> const& attention_mask,
+                  std::optional<py::array> const& token_type_ids, bool on_device) const {
     runtime::TokenInput input;
     input.source = "model input";
     input.ids = integer_values(input_ids, "input_ids", &input.shape);
@@ -73,6 +83,9 @@ class Model {
     }
     std::vector<PaddedTensor> tensors;
     std::optional<std::vector<runtime::DeviceTensor>> device_tensors;
+    // The caller's mapping type (flashdeberta.ModelOutput), made before the forward: everything done after it
+    // runs with caches the forward has swept.
+    py::object out = output_type_();
     {
       py::gil_scoped_release const unlocked;
       ScopedNativeTime const timed;
@@ -91,7 +104,6 @@ class Model {
         for (HostHeadTensor& t : output.tensors) tensors.push_back(to_padded(std::move(t), batch, input.shape));
       }
     }
-    py::dict out;
     if (device_tensors) {
       for (runtime::DeviceTensor& t : *device_tensors) {
         py::str const name(t.name);  // before t is moved: the right side of = is evaluated first
@@ -112,6 +124,7 @@ class Model {
   HeadKind head_ = HeadKind::kBase;
   std::int64_t max_tokens_ = runtime::kDefaultMaxTokens;
   std::string description_;
+  py::object output_type_;
   std::unique_ptr<runtime::Backend> backend_;
   std::unique_ptr<runtime::LoadedModel> model_;
 };
@@ -119,9 +132,9 @@ class Model {
 void bind_model(py::module_& m) {
   py::class_<Model>(m, "Model")
       .def(py::init<std::string const&, std::string const&, std::string const&, std::string const&, std::string const&,
-                    int, std::int64_t>(),
+                    int, std::int64_t, py::object>(),
            py::arg("directory"), py::arg("head"), py::arg("backend"), py::arg("dtype"), py::arg("attention"),
-           py::arg("threads"), py::arg("max_tokens"))
+           py::arg("threads"), py::arg("max_tokens"), py::arg("output_type") = py::dict().get_type())
       .def("__call__", &Model::call, py::arg("input_ids"), py::arg("attention_mask") = py::none(),
            py::arg("token_type_ids") = py::none(), py::arg("on_device") = false)
       .def_property_readonly("head", &Model::head)

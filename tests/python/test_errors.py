@@ -103,6 +103,22 @@ def test_bad_input_shapes(classifier):
         classifier(ids([1, 5, 6, 2]), token_type_ids=ids([0, 0], [0, 0]))
 
 
+def test_every_integer_layout_gives_the_int64_result(classifier):
+    # C-contiguous aligned int64 is read in place; every other integer array through numpy's conversion.
+    base = ids([1, 5, 6, 2, 0], [1, 7, 2, 0, 0])
+    mask = (base != 0).astype(np.int64)
+    want = classifier(base, attention_mask=mask)["logits"]
+    unaligned = np.frombuffer(b"\0" + base.tobytes(), dtype=np.int64, offset=1).reshape(base.shape)
+    assert not unaligned.flags.aligned
+    for name, variant in (("int32", base.astype(np.int32)), ("uint8", base.astype(np.uint8)),
+                          ("Fortran order", np.asfortranarray(base)), ("big-endian", base.astype(">i8")),
+                          ("every other column", np.repeat(base, 2, axis=1)[:, ::2]), ("unaligned", unaligned)):
+        got = classifier(variant, attention_mask=mask)["logits"]
+        assert np.array_equal(got, want), name
+    with pytest.raises(ValueError, match="input_ids has dtype float64"):
+        classifier(base.astype(np.float64))
+
+
 def test_multiple_choice_wants_three_dimensions(fd):
     mc = fd.AutoModelForMultipleChoice.from_pretrained(str(HEADS / "mc_v3"))
     with pytest.raises(ValueError):
