@@ -780,6 +780,8 @@ def report(run, cli, model_dir, onnx_path):
 
 def main(argv=None):
     a = build_parser().parse_args(argv)
+    if a.worker:
+        a.threads = a.threads[0]  # a worker is started with one thread count
     if a.worker == "build":
         return worker_build(a)
     if a.worker:
