@@ -17,8 +17,9 @@ What it does:
     intermediate 3072, 256 log buckets, c2p|p2c, shared keys, vocabulary --vocab-size, 128100 as the real one),
     built from a config (no network) with torch.manual_seed(0), saved with save_pretrained (config.json +
     model.safetensors) into --work-dir, and exported to ONNX by torch.onnx.export (the TorchScript exporter,
-    dynamo=False, opset 17; the dynamo exporter if that fails), checked against torch on another shape. Our CLI
-    reads that directory (--model), ONNX Runtime the .onnx file, torch the directory: one set of weights.
+    dynamo=False, opset 17; the dynamo exporter if that fails) once per shape, static (transformers 5 freezes
+    DeBERTa's relative positions at the traced shape), each checked against torch there on other ids. Our CLI reads that directory (--model), ONNX Runtime the .onnx graphs, torch the
+    directory: one set of weights.
     --model DIR uses an existing checkpoint instead (exported to ONNX the same way).
  2. For each thread count N (--threads, default 16,2; the first N CPUs this process may use), every system
     runs pinned to those CPUs (os.sched_setaffinity in the child, as taskset -c) with OMP_NUM_THREADS=N:
@@ -86,10 +87,16 @@ def random_ids(np, batch, length, vocab, seed):
     return rng.integers(5, vocab, size=(batch, length), dtype=np.int64)
 
 
-def onnx_export(np, torch, model, path, vocab, log):
-    """Exports model's last_hidden_state to path (dynamic batch and sequence) and checks ONNX Runtime's output
-    against torch's on shapes other than the export's: the TorchScript exporter first (dynamo=False, as GLiNER
-    and most users export), the dynamo exporter if that fails. Returns how it was exported."""
+def onnx_path_for(onnx_dir, batch, length):
+    return os.path.join(onnx_dir, f"{batch}x{length}.onnx")
+
+
+def onnx_export(np, torch, model, onnx_dir, shapes, vocab, log):
+    """Exports model's last_hidden_state once per (batch, length) shape into onnx_dir and checks ONNX Runtime's
+    output against torch's there on other ids: the TorchScript exporter first (dynamo=False, as GLiNER and most
+    users export), the dynamo exporter where that fails. One static graph per shape, because transformers 5's
+    DeBERTa-v2 computes its relative positions from Python ints, which an export freezes at the traced shape (a
+    graph exported at 2 x 32 with dynamic axes gives outputs off by ~3 at 3 x 50). Returns how it was exported."""
     import onnxruntime as ort
 
     class LastHidden(torch.nn.Module):
@@ -100,46 +107,45 @@ def onnx_export(np, torch, model, path, vocab, log):
         def forward(self, input_ids, attention_mask):
             return self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
-    gen = torch.Generator().manual_seed(1)
-    ids = torch.randint(5, vocab, (2, 32), generator=gen)
-    mask = torch.ones_like(ids)
-    axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"},
-            "last_hidden_state": {0: "batch", 1: "sequence"}}
-    errors = []
-    for dynamo, opset in ((False, 17), (True, 18)):
-        try:
-            if os.path.exists(path):
-                os.remove(path)
-            t0 = time.time()
-            with torch.no_grad():
-                torch.onnx.export(LastHidden(model), (ids, mask), path, input_names=["input_ids", "attention_mask"],
-                                  output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=opset,
-                                  dynamo=dynamo)
-            seconds = time.time() - t0
-            log(f"exported {path} (dynamo={dynamo}, opset {opset}) in {seconds:.1f} s")
-            sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-            worst = 0.0
-            for b, l, seed in ((3, 50, 7), (1, 130, 8)):  # shapes other than the export's 2 x 32
-                xi = random_ids(np, b, l, vocab, seed)
+    wrapper = LastHidden(model).eval()
+    os.makedirs(onnx_dir, exist_ok=True)
+    exporters, worst, seconds, errors = set(), 0.0, 0.0, []
+    for batch, length in sorted(set(shapes)):
+        path = onnx_path_for(onnx_dir, batch, length)
+        gen = torch.Generator().manual_seed(length)
+        ids = torch.randint(5, vocab, (batch, length), generator=gen)
+        mask = torch.ones_like(ids)
+        for dynamo, opset in ((False, 17), (True, 18)):
+            try:
+                if os.path.exists(path):
+                    os.remove(path)
+                t0 = time.time()
+                with torch.no_grad():
+                    torch.onnx.export(wrapper, (ids, mask), path, input_names=["input_ids", "attention_mask"],
+                                      output_names=["last_hidden_state"], opset_version=opset, dynamo=dynamo)
+                seconds += time.time() - t0
+                sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+                xi = random_ids(np, batch, length, vocab, length + 7)  # other ids than the export's
                 xm = np.ones_like(xi)
                 got = sess.run(["last_hidden_state"], {"input_ids": xi, "attention_mask": xm})[0]
                 with torch.inference_mode():
                     want = model(input_ids=torch.from_numpy(xi), attention_mask=torch.from_numpy(xm))
-                want = want.last_hidden_state.numpy()
-                if got.shape != want.shape:
-                    raise RuntimeError(f"the ONNX model gives shape {got.shape} for input {xi.shape}, torch "
-                                       f"{want.shape}: its shapes are not dynamic")
-                worst = max(worst, float(np.abs(got - want).max()))
-            if not worst < 1e-2:
-                raise RuntimeError(f"ONNX Runtime's output differs from torch's by {worst:g} (max abs) on shapes "
-                                   "other than the export's")
-            log(f"ONNX checked against torch on 3x50 and 1x130: max abs diff {worst:.2e}")
-            return {"exporter": "dynamo" if dynamo else "TorchScript (dynamo=False)", "opset": opset,
-                    "export_s": round(seconds, 1), "onnx_vs_torch_max_abs": worst, "failed_before": errors}
-        except Exception as e:  # noqa: BLE001 (any exporter failure: try the other one)
-            errors.append(f"dynamo={dynamo}: {type(e).__name__}: {str(e)[:300]}")
-            log("ONNX export failed: " + errors[-1])
-    raise RuntimeError("torch.onnx.export failed both ways: " + " | ".join(errors))
+                diff = float(np.abs(got - want.last_hidden_state.numpy()).max())
+                if not diff < 1e-2:
+                    raise RuntimeError(f"ONNX Runtime's output differs from torch's by {diff:g} (max abs) at "
+                                       f"{batch} x {length}")
+                log(f"exported {path} (dynamo={dynamo}, opset {opset}); against torch: {diff:.2e}")
+                worst = max(worst, diff)
+                exporters.add(("dynamo" if dynamo else "TorchScript (dynamo=False)", opset))
+                break
+            except Exception as e:  # noqa: BLE001 (any exporter failure: try the other one)
+                errors.append(f"{batch}x{length} dynamo={dynamo}: {type(e).__name__}: {str(e)[:300]}")
+                log("ONNX export failed: " + errors[-1])
+        else:
+            raise RuntimeError("torch.onnx.export failed both ways: " + " | ".join(errors[-2:]))
+    return {"exporter": ", ".join(f"{name} opset {opset}" for name, opset in sorted(exporters)),
+            "export_s": round(seconds, 1), "onnx_vs_torch_max_abs": worst, "onnx_shapes": len(set(shapes)),
+            "failed_before": errors}
 
 
 def worker_build(a):
@@ -173,7 +179,7 @@ def worker_build(a):
     log(f"model ready ({info['parameters'] / 1e6:.1f} M parameters) in {info['build_s']} s")
     if a.onnx:
         try:
-            info.update(onnx_export(np, torch, model, a.onnx, vocab, log))
+            info.update(onnx_export(np, torch, model, a.onnx, a.onnx_shapes, vocab, log))
         except Exception as e:  # noqa: BLE001 (ours and torch still run; ORT is reported as failed)
             info["onnx_error"] = f"{type(e).__name__}: {str(e)[:500]}"
             log("ONNX: " + info["onnx_error"])
@@ -192,12 +198,18 @@ def worker_loop(a):
         so.intra_op_num_threads = a.threads
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        sess = ort.InferenceSession(a.onnx, so, providers=["CPUExecutionProvider"])
+        sessions = {}  # one graph per shape (onnx_export)
         versions["onnxruntime"] = ort.__version__
         vocab = a.vocab_size
 
+        def prepare(shape):
+            if shape not in sessions:
+                sessions[shape] = ort.InferenceSession(onnx_path_for(a.onnx, *shape), so,
+                                                       providers=["CPUExecutionProvider"])
+
         def forward(ids, mask):
-            return sess.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask})[0]
+            prepare(ids.shape)
+            return sessions[ids.shape].run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask})[0]
 
         def to_numpy(out):
             return out
@@ -217,6 +229,9 @@ def worker_loop(a):
                         mkldnn_bf16=bool(getattr(torch.backends.mkldnn, "is_available", lambda: False)()))
         vocab = model.config.vocab_size
 
+        def prepare(shape):
+            pass
+
         def forward(ids, mask):
             with torch.inference_mode():
                 return model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).last_hidden_state
@@ -235,6 +250,7 @@ def worker_loop(a):
                 b, l = req["batch"], req["seq_len"]
                 ids = random_ids(np, b, l, vocab, b * 100003 + l)
                 mask = np.ones_like(ids)
+                prepare(ids.shape)  # loading a graph is not a warm-up's work
                 start = time.perf_counter()
                 forward(ids, mask)  # warm-up
                 warm = time.perf_counter() - start
@@ -408,7 +424,8 @@ def build_parser():
     p.add_argument("--worker", choices=["build", "ort", "torch"], help=argparse.SUPPRESS)
     p.add_argument("--model-dir", help=argparse.SUPPRESS)
     p.add_argument("--source", help=argparse.SUPPRESS)
-    p.add_argument("--onnx", help=argparse.SUPPRESS)
+    p.add_argument("--onnx", help=argparse.SUPPRESS)  # a directory of <B>x<L>.onnx graphs
+    p.add_argument("--onnx-shapes", type=parse_shapes, default=[], help=argparse.SUPPRESS)
     p.add_argument("--dtype", default="fp32", help=argparse.SUPPRESS)
     return p
 
@@ -416,9 +433,9 @@ def build_parser():
 def validate(a):
     if a.min_repeat < 1 or a.max_repeat < a.min_repeat:
         raise BenchError("--min-repeat must be >= 1 and --max-repeat >= --min-repeat")
-    if a.skip_torch and not a.model:
-        raise BenchError("--skip-torch needs --model DIR: the random v3-base model is built with torch "
-                         "(for a test of our CLI alone: --skip-ort --skip-torch --model models/tiny-en)")
+    if a.skip_torch and not a.model and python_modules_missing(["torch"], a.python):
+        raise BenchError("--skip-torch without torch needs --model DIR: the random v3-base model is built with "
+                         "torch (for a test of our CLI alone: --skip-ort --skip-torch --model models/tiny-en)")
     if a.model and not os.path.isfile(os.path.join(a.model, "config.json")):
         raise BenchError(f"--model {a.model}: no config.json there (an HF checkpoint directory is expected)")
     if a.skip_ours and a.skip_ort and a.skip_torch:
@@ -474,7 +491,8 @@ def build_model(run, model_dir, onnx_path):
     if a.model:
         argv += ["--source", a.model]
     if onnx_path:
-        argv += ["--onnx", onnx_path]
+        shapes = sorted(set(a.shapes) | set(a.accuracy_shape))
+        argv += ["--onnx", onnx_path, "--onnx-shapes", ",".join(f"{b}x{l}" for b, l in shapes)]
     sys.stderr.write(f"building the model in {model_dir}{' and its ONNX export' if onnx_path else ''} ...\n")
     log_path = os.path.join(a.work_dir, "build.log")
     with open(log_path, "w") as log:
@@ -693,9 +711,10 @@ def report(run, cli, model_dir, onnx_path):
                      "saved with save_pretrained (safetensors): ours and torch read that directory")
     if onnx_path and run.build.get("exporter"):
         d = run.build.get("onnx_vs_torch_max_abs")
-        lines.append(f"- ONNX: torch.onnx.export, {run.build['exporter']}, opset {run.build.get('opset')}, dynamic "
-                     f"batch and sequence; against torch fp32 on 3x50 and 1x130: max abs diff "
-                     f"{'-' if d is None else f'{d:.1e}'}")
+        lines.append(f"- ONNX: torch.onnx.export ({run.build['exporter']}), one static graph per shape "
+                     "(transformers 5's DeBERTa-v2 freezes its relative positions at the traced shape: a graph with "
+                     "dynamic axes gives wrong outputs at other shapes); each against torch fp32 on other ids: "
+                     f"max abs diff {'-' if d is None else f'{d:.1e}'}; export time {run.build.get('export_s')} s")
     lines += [
         "- every system pinned to the first N CPUs (os.sched_setaffinity in the child, as taskset -c), "
         "OMP_NUM_THREADS=N; ours: `flashdeberta bench --backend eigen --dtype D --threads N --repeat R --json` "
@@ -792,7 +811,7 @@ def main(argv=None):
         run = Run(a)
         cli = None if a.skip_ours else check_cli(a.cli)
         need = []
-        if not a.skip_torch or (a.model and not a.skip_ort):
+        if not a.skip_torch or not a.model or not a.skip_ort:  # torch times, builds and exports the model
             need += ["numpy", "torch", "transformers"]
         if not a.skip_ort:
             need += ["numpy", "onnxruntime"]
@@ -806,7 +825,7 @@ def main(argv=None):
             first_cores(threads)  # fails before any work when a count is too large
         os.makedirs(a.work_dir, exist_ok=True)
         model_dir = os.path.abspath(a.model) if a.model else os.path.join(a.work_dir, "v3-base-random")
-        onnx_path = None if a.skip_ort else os.path.join(a.work_dir, "model.onnx")
+        onnx_path = None if a.skip_ort else os.path.join(a.work_dir, "onnx")
         if not a.model or onnx_path:
             build_model(run, model_dir, onnx_path)
             if onnx_path and run.build.get("onnx_error"):
