@@ -188,10 +188,11 @@ struct EmbeddingCase {
   PackedSequences seq;
   std::int64_t vocab = 97, width = 48, types = 2, max_positions = 512;
   bool with_tables;
+  bool relu;
   Host word, position, token_type;
   HostIndices ids, token_types;
 
-  EmbeddingCase(bool with_tables_, std::uint32_t seed) : with_tables(with_tables_) {
+  EmbeddingCase(bool with_tables_, std::uint32_t seed, bool relu_ = false) : with_tables(with_tables_), relu(relu_) {
     word = random_values(static_cast<std::size_t>(vocab * width), 0.5f, seed);
     position = random_values(static_cast<std::size_t>(max_positions * width), 0.5f, seed + 1);
     token_type = random_values(static_cast<std::size_t>(types * width), 0.5f, seed + 2);
@@ -202,7 +203,10 @@ struct EmbeddingCase {
     }
   }
 
-  std::string name() const { return with_tables ? "embedding word + position + token type" : "embedding word only"; }
+  std::string name() const {
+    return std::string(with_tables ? "embedding word + position + token type" : "embedding word only") +
+           (relu ? ", relu" : "");
+  }
 
   template <ExecutionPolicy P>
   Host run(P const& p) const {
@@ -223,6 +227,7 @@ struct EmbeddingCase {
       args.token_type = ref(tt, types, width);
     }
     args.out = ref(out, seq.total, width);
+    args.relu = relu;
     p.embedding(args);
     return down(p, out);
   }

@@ -99,6 +99,7 @@ void layer_norm_cases(std::uint32_t seed, Check&& check) {
 template <class Check>
 void embedding_cases(std::uint32_t seed, Check&& check) {
   for (bool with_tables : {false, true}) check(EmbeddingCase(with_tables, seed));
+  check(EmbeddingCase(true, seed + 5, true));  // values of both signs: the clamp matters
 }
 
 template <class Check>

@@ -52,7 +52,9 @@ struct LayerNormArgs {
   MatrixRef out;
 };
 
-// out (T, E) = word[ids] + position[positions] + token_type[token_types] (HF's order of additions).
+// out (T, E) = word[ids] + position[positions] + token_type[token_types] (HF's order of additions), then
+// max(., 0) with relu: GLiNER's marker spans, relu(W [start ; end] + b) = relu(W_s start + b + W_e end), gather
+// two per-word projections and add them instead of multiplying every span's concatenation.
 struct EmbeddingArgs {
   std::int32_t const* ids = nullptr;          // (T)
   std::int32_t const* positions = nullptr;    // (T), used when position table is set
@@ -61,6 +63,7 @@ struct EmbeddingArgs {
   MatrixRef position;                         // (max_position_embeddings, E) or empty
   MatrixRef token_type;                       // (type_vocab_size, E) or empty
   MatrixRef out;                              // (T, E)
+  bool relu = false;
 };
 
 // out (T, C) = act(conv1d(x) + bias) within each sequence, zero-padded at sequence edges and across

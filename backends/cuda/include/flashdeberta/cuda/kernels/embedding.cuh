@@ -1,5 +1,5 @@
 // Embedding gather: out (T, E) = word[ids] + position[positions] + token_type[token_types], summed in
-// fp32 in HF's order and rounded once.
+// fp32 in HF's order (then max(., 0) with relu) and rounded once.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -20,6 +20,7 @@ struct EmbeddingParams {
   void const* token_type;  // or null
   void* out;
   std::int64_t tokens, width, word_ld, position_ld, token_type_ld, out_ld;
+  bool relu;
 };
 
 template <class T>
@@ -37,7 +38,7 @@ __global__ void embedding_kernel(EmbeddingParams p) {
       float v = to_float(w[c]);
       if (pe != nullptr) v += to_float(pe[c]);
       if (te != nullptr) v += to_float(te[c]);
-      out[t * p.out_ld + c] = from_float<T>(v);
+      out[t * p.out_ld + c] = from_float<T>(p.relu ? fmaxf(v, 0.0f) : v);
     }
   }
 }
@@ -56,7 +57,8 @@ void embedding(EmbeddingArgs const& e, cudaStream_t stream) {
                           e.word.ld,
                           e.position.ld,
                           e.token_type.ld,
-                          e.out.ld};
+                          e.out.ld,
+                          e.relu};
   dispatch_float_type(e.out.dtype, [&]<class T>() {
     embedding_kernel<T><<<grid_for(e.out.rows, 1, 65535), 128, 0, stream>>>(p);
     FLASHDEBERTA_CUDA_CHECK_LAUNCH();

@@ -149,6 +149,7 @@ inline void embedding(EmbeddingArgs const& e, int threads) {
       float const* p = e.token_type.as<float>() + static_cast<std::int64_t>(e.token_types[t]) * e.token_type.ld;
       for (std::int64_t c = 0; c < width; ++c) y[c] += p[c];
     }
+    if (e.relu) Eigen::Map<Eigen::ArrayXf>(y, width) = Eigen::Map<Eigen::ArrayXf>(y, width).max(0.0f);
   });
 }
 

@@ -74,6 +74,7 @@ void embedding(ExecSpace const& space, EmbeddingArgs const& args) {
   std::int32_t const* positions = args.positions;
   std::int32_t const* token_types = args.token_types;
   std::int64_t const width = out.cols;
+  bool const relu = args.relu;
   Kokkos::parallel_for(
       "flashdeberta::embedding", Kokkos::RangePolicy<ExecSpace>(space, 0, out.rows * width),
       KOKKOS_LAMBDA(std::int64_t idx) {
@@ -82,7 +83,7 @@ void embedding(ExecSpace const& space, EmbeddingArgs const& args) {
         float v = word(ids[t], c);
         if (has_position) v += position(positions[t], c);
         if (has_token_type) v += token_type(token_types[t], c);
-        out(t, c) = v;
+        out(t, c) = relu && v < 0.0f ? 0.0f : v;
       });
 }
 
