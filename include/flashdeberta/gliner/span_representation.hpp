@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,19 @@ class GlinerSpanLayer {
       case GlinerSpanMode::kMarkerV1: {
         layer.start_ = GlinerMlp<P>::load(p, t, pre + "project_start", d, 4 * d, d);
         layer.end_ = GlinerMlp<P>::load(p, t, pre + "project_end", d, 4 * d, d);
+        // out_project = Linear(parts D, 4 D), ReLU, Linear(4 D, D). Its first Linear is kept split by the parts
+        // of its input (start, end, text mean), so that each part is projected once per word (per text) and a
+        // span adds its parts' rows, instead of a GEMM over every span's concatenation (12x the rows).
         std::int64_t const parts = c.span_mode == GlinerSpanMode::kMarkerV1 ? 3 : 2;
-        layer.out_mlp_ = GlinerMlp<P>::load(p, t, pre + "out_project", parts * d, 4 * d, d);
+        HostMatrix const first = t.matrix(pre + "out_project.0.weight", 4 * d, parts * d);
+        std::vector<float> const first_bias = t.read(pre + "out_project.0.bias", {4 * d});
+        for (std::int64_t part = 0; part < parts; ++part) {
+          HostMatrix columns(4 * d, d);
+          for (std::int64_t o = 0; o < 4 * d; ++o) std::copy_n(first.row(o) + part * d, d, columns.row(o));
+          layer.out_parts_.push_back(
+              GlinerLinear<P>::from_host(p, columns, part == 0 ? first_bias : std::vector<float>{}));
+        }
+        layer.out_ = GlinerLinear<P>::load(p, t, pre + "out_project.3", d, 4 * d);
         break;
       }
       case GlinerSpanMode::kMarker:
@@ -163,7 +175,9 @@ class GlinerSpanLayer {
 
  private:
   // marker / markerV0 / markerV1: relu([start_s ; end_{s+k} (; mean)]) through out_project. The ReLU is applied
-  // per part, in each part's last GEMM; the concatenation is three gathers of the parts' rows.
+  // per part, in each part's last GEMM. marker: the concatenation is gathered, then out_project. markerV0/V1:
+  // out_project's first Linear runs per part on the words (texts), and each span's hidden row is
+  // relu(P_start[s] + P_end[s + k] (+ P_mean[text])), one gather-add (the embedding op) before the second Linear.
   PolicyMatrix<P> marker_forward(P const& p, PolicyMatrix<P> const& words, GlinerBatch const& batch,
                                  GlinerZeroRow<P> const& zero) const {
     std::int64_t const w = batch.words();
@@ -176,18 +190,35 @@ class GlinerSpanLayer {
     start_.forward_into(p, h, ends.ref().row_range(0, w).columns(0, d), Activation::kRelu);
     end_.forward_into(p, h, ends.ref().row_range(0, w).columns(d, d), Activation::kRelu);
     zero.fill_last_row(p, ends.ref());
-    PolicyMatrix<P> const cat = allocate_matrix(p, w * kk, parts * d);  // (W K, parts D)
     auto const starts = upload_rows(p, batch.span_rows(kk, false));
     auto const stops = upload_rows(p, batch.span_rows(kk, true));
-    gather_rows(p, ends.ref().columns(0, d), starts, cat.ref().columns(0, d));
-    gather_rows(p, ends.ref().columns(d, d), stops, cat.ref().columns(d, d));
-    if (v1) {
-      PolicyMatrix<P> const means = text_means(p, words, batch);
-      auto const texts = upload_rows(p, batch.span_texts(kk));
-      gather_rows(p, means.ref(), texts, cat.ref().columns(2 * d, d));
+    if (mode_ == GlinerSpanMode::kMarker) {
+      PolicyMatrix<P> const cat = allocate_matrix(p, w * kk, parts * d);  // (W K, 2 D)
+      gather_rows(p, ends.ref().columns(0, d), starts, cat.ref().columns(0, d));
+      gather_rows(p, ends.ref().columns(d, d), stops, cat.ref().columns(d, d));
+      return out_.forward(p, cat.ref());
     }
-    if (mode_ == GlinerSpanMode::kMarker) return out_.forward(p, cat.ref());
-    return out_mlp_.forward(p, cat.ref());
+    // (W + 1, 4 D) each; row W (the zero word spans past a text's end point to): the bias alone, or zeros.
+    PolicyMatrix<P> const from_start = out_parts_[0].forward(p, ends.ref().columns(0, d));
+    PolicyMatrix<P> const from_end = out_parts_[1].forward(p, ends.ref().columns(d, d));
+    std::optional<PolicyMatrix<P>> from_mean;  // (B + 1, 4 D)
+    std::optional<typename P::Buffer> texts;
+    if (v1) {
+      from_mean = out_parts_[2].forward(p, text_means(p, words, batch).ref());
+      texts = upload_rows(p, batch.span_texts(kk));
+    }
+    PolicyMatrix<P> const hidden = allocate_matrix(p, w * kk, from_start.cols);  // (W K, 4 D)
+    if (w * kk > 0) {
+      p.embedding({.ids = static_cast<std::int32_t const*>(starts.data()),
+                   .positions = static_cast<std::int32_t const*>(stops.data()),
+                   .token_types = texts ? static_cast<std::int32_t const*>(texts->data()) : nullptr,
+                   .word = from_start.ref(),
+                   .position = from_end.ref(),
+                   .token_type = from_mean ? from_mean->ref() : MatrixRef{},
+                   .out = hidden.ref(),
+                   .relu = true});
+    }
+    return out_.forward(p, hidden.ref());
   }
 
   // markerV1's third part, relu(mean of the text's words), (B + 1, D) with row B zero. On the host, once for
@@ -263,8 +294,8 @@ class GlinerSpanLayer {
   std::int64_t k_ = 0;
   GlinerMlp<P> start_;
   GlinerMlp<P> end_;
-  GlinerMlp<P> out_mlp_;
-  GlinerLinear<P> out_;
+  std::vector<GlinerLinear<P>> out_parts_;  // markerV0/V1: out_project's first Linear, by input part
+  GlinerLinear<P> out_;  // marker, mlp, conv and pooling modes: out_project; markerV0/V1: its second Linear
   std::vector<GlinerLinear<P>> per_width_;
   GlinerLinear<P> identity_;  // conv_conv: (D, D) identity, for relu(h) as a GEMM epilogue
 };
