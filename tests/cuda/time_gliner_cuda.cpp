@@ -117,21 +117,32 @@ double median_ms(fd::GLiNER<P> const& model, std::vector<fd::GlinerInput> const&
 
 }  // namespace
 
+// Each stage on stderr (unbuffered) before it starts: a crash names the stage it happened in.
+static void stage(char const* what, fd::DType dtype) {
+  std::fprintf(stderr, "time_gliner_cuda: %s (%s)\n", what, fd::dtype_name(dtype));
+}
+
 int main(int argc, char** argv) {
+  stage("writing the checkpoint", fd::DType::kF32);
   std::filesystem::path const dir = write_gliner_medium(argc > 1 ? argv[1] : "/tmp");
   std::vector<std::string> const texts = random_texts(64, 200);
   std::vector<std::string> const labels{"person", "organization", "location", "date", "product"};
   for (fd::DType dtype : {fd::DType::kBF16, fd::DType::kF32}) {
+    stage("creating the policy", dtype);
     fd::CudaPolicy const policy({.dtype = dtype});
+    stage("loading the model", dtype);
     auto const model = fd::GLiNER<fd::CudaPolicy>::load(policy, dir);
+    stage("preparing 64 texts", dtype);
     std::vector<fd::GlinerInput> inputs;
     for (auto const& t : texts) inputs.push_back(model.prepare(t, labels));
     std::int64_t words = 0;
     for (auto const& in : inputs) words += in.num_words();
+    stage("timing logits()", dtype);
     (void)median_ms(model, inputs, 3);
     double const ms = median_ms(model, inputs, 10);
     std::printf("%s: 64 texts (%lld words), 5 labels: %.2f ms per logits() call, %.0f texts/s\n", fd::dtype_name(dtype),
                 static_cast<long long>(words), ms, 64.0 / ms * 1e3);
+    stage("profiling logits()", dtype);
     fd::ProfilingPolicy<fd::CudaPolicy> const profiled(policy);
     auto const profiled_model = fd::GLiNER<fd::ProfilingPolicy<fd::CudaPolicy>>::load(profiled, dir);
     (void)profiled_model.logits(inputs);
