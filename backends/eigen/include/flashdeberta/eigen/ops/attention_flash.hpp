@@ -245,7 +245,8 @@ inline void attention_flash(AttentionArgs const& args, int policy_threads) {
   if (tasks < 2 * static_cast<std::int64_t>(threads) && max_length <= 2 * Tile::kBlockQ)
     threads = static_cast<int>(std::min<std::int64_t>(threads, tasks));
   if (tasks >= 2 * static_cast<std::int64_t>(threads) || max_length <= 2 * Tile::kBlockQ) {
-    in_team(threads, [&] {
+#pragma omp parallel num_threads(threads)
+    {
       detail::FlashWorkspace workspace(d, slots);
       detail::P2cTable table;
       if (p2c) table.resize(max_length, slots);
@@ -265,7 +266,7 @@ inline void attention_flash(AttentionArgs const& args, int policy_threads) {
           detail::attend_query_block(a, view, terms, packed, a.sequences.positions + first, contiguous, last - first,
                                      i0, h, workspace);
       }
-    });
+    }
     return;
   }
   detail::P2cTable table;  // shared by the threads working on one head

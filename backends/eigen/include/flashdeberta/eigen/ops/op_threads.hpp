@@ -27,22 +27,10 @@ inline int threads_for(double work, double min_work, int threads, std::int64_t t
   return static_cast<int>(std::clamp<double>(by_work, 1.0, static_cast<double>(cap)));
 }
 
-// body() on a team of `team` threads, or on the calling thread alone when team is 1: libgomp closes even a
-// one-thread team at a barrier that makes a futex system call (about a microsecond on a VM; a small forward
-// opens dozens of teams). Work-sharing loops (omp for) in body run serially when called outside a team.
-template <class Body>
-void in_team(int team, Body&& body) {
-#if defined(_OPENMP)
-  if (team > 1) {
-#pragma omp parallel num_threads(team)
-    body();
-    return;
-  }
-#endif
-  std::forward<Body>(body)();
-}
-
-// body(i) for i in [0, count), split statically over `team` threads (inline when team is 1, as in_team).
+// body(i) for i in [0, count), split statically over `team` threads, or on the calling thread alone when team
+// is 1: libgomp closes even a one-thread team at a barrier that makes a futex system call (about a microsecond on
+// a VM; a small forward opens dozens of teams). No orphaned omp constructs here: libomp leaks the buffers it
+// makes for one outside a team (LeakSanitizer).
 template <class Body>
 void for_each_index(int team, std::int64_t count, Body&& body) {
 #if defined(_OPENMP)
