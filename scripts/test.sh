@@ -38,7 +38,8 @@ CXX=clang++ cmake -S "$root" -B "$clang_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   -DFLASHDEBERTA_WITH_ONEDNN=OFF -DFLASHDEBERTA_BUILD_PYTHON=OFF >/dev/null
 cmake --build "$clang_build" -j"$jobs"
 phase "tests under AddressSanitizer + UBSan"
-UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir "$clang_build" --output-on-failure -j"$jobs"
+UBSAN_OPTIONS=print_stacktrace=1 LSAN_OPTIONS=suppressions="$root/tests/lsan.supp" \
+  ctest --test-dir "$clang_build" --output-on-failure -j"$jobs"
 
 phase "libFuzzer: the parsers of untrusted input"
 bash "$root/tests/fuzz/run_fuzzers.sh" "$clang_build" "${FLASHDEBERTA_FUZZ_SECONDS:-20}"
