@@ -91,10 +91,8 @@ inline std::optional<std::int64_t> host_available_memory_bytes() {
     reading = last_reading.load(std::memory_order_relaxed);
   }
   if (reading == kUnknown) return std::nullopt;
-  std::optional<std::int64_t> available = reading;
   // Blocks held by the host cache are this process's to reuse, though the system counts them as used.
-  if (available) *available += static_cast<std::int64_t>(HostBlockCache::instance().stats().cached_bytes);
-  return available;
+  return reading + static_cast<std::int64_t>(HostBlockCache::instance().stats().cached_bytes);
 }
 
 }  // namespace flashdeberta

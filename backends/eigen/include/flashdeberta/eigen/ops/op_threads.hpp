@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <utility>
 
 namespace flashdeberta::eigen_ops {
 
