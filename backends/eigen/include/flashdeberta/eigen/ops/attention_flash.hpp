@@ -15,6 +15,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -236,24 +237,23 @@ inline void attention_flash(AttentionArgs const& args, int policy_threads) {
     return std::pair{std::int64_t{a.sequences.cu_seqlens[b]}, std::int64_t{a.sequences.cu_seqlens[b + 1]}};
   };
   std::int64_t const tasks = a.sequences.batch * a.num_heads;
-  int threads = threads_for(detail::attention_fma(a, slots), kMinFmaPerThread, policy_threads);
-  // With enough (sequence, head) pairs, each thread takes whole heads: it projects its own p2c table and
+  OpThreads team = threads_for(detail::attention_fma(a, slots), kMinFmaPerThread, policy_threads);
+  // With enough (sequence, head) pairs, each worker takes whole heads: it projects its own p2c table and
   // no thread ever waits for another until the end. Otherwise (few heads, many threads) the query blocks
   // of one head are shared, at the price of two barriers per head, which stall every thread whenever
   // one of them is descheduled (measured on 2 busy cores: 2-3x slower at L = 512). Up to two query blocks
-  // a head, those barriers cost more than idle threads: one head per thread, fewer threads.
-  if (tasks < 2 * static_cast<std::int64_t>(threads) && max_length <= 2 * Tile::kBlockQ)
-    threads = static_cast<int>(std::min<std::int64_t>(threads, tasks));
-  if (tasks >= 2 * static_cast<std::int64_t>(threads) || max_length <= 2 * Tile::kBlockQ) {
-#pragma omp parallel num_threads(threads)
-    {
+  // a head, those barriers cost more than idle threads: one head per worker, fewer workers.
+  if (tasks < 2 * static_cast<std::int64_t>(team.workers) && max_length <= 2 * Tile::kBlockQ)
+    team.workers = static_cast<int>(std::min<std::int64_t>(team.workers, tasks));
+  if (tasks >= 2 * static_cast<std::int64_t>(team.workers) || max_length <= 2 * Tile::kBlockQ) {
+    std::atomic<std::int64_t> next_task{0};  // heads handed out one at a time: their lengths differ
+    run_workers(team, [&](int, int) {
       detail::FlashWorkspace workspace(d, slots);
       detail::P2cTable table;
       if (p2c) table.resize(max_length, slots);
       detail::PackedHead packed(d, max_length, slots, true);
       detail::PositionTerms const terms = detail::position_terms(a, table);
-#pragma omp for schedule(dynamic, 1)
-      for (std::int64_t task = 0; task < tasks; ++task) {
+      for (std::int64_t task = next_task++; task < tasks; task = next_task++) {
         std::int64_t const b = task / a.num_heads;
         std::int64_t const h = task % a.num_heads;
         auto const [first, last] = sequence(b);
@@ -266,14 +266,14 @@ inline void attention_flash(AttentionArgs const& args, int policy_threads) {
           detail::attend_query_block(a, view, terms, packed, a.sequences.positions + first, contiguous, last - first,
                                      i0, h, workspace);
       }
-    }
+    });
     return;
   }
   detail::P2cTable table;  // shared by the threads working on one head
   if (p2c) table.resize(max_length, slots);
   detail::PackedHead packed(d, max_length, slots, false);  // relative tables: Eigen (no per-head serial step)
   detail::PositionTerms const terms = detail::position_terms(a, table);
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(team.team)  // every member shares the query blocks (op_threads.hpp: no smaller team)
   {
     detail::FlashWorkspace workspace(d, slots);
     for (std::int64_t b = 0; b < a.sequences.batch; ++b) {

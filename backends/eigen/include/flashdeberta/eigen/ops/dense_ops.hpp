@@ -41,7 +41,7 @@ inline void apply_bias_activation(MatrixRef const& out, float const* bias, Activ
   if (bias == nullptr && act == Activation::kIdentity) return;
   float* data = out.as<float>();
   std::int64_t const cols = out.cols;
-  int const team = threads_for(static_cast<double>(out.rows * cols), kMinElementsPerThread, threads, out.rows);
+  OpThreads const team = threads_for(static_cast<double>(out.rows * cols), kMinElementsPerThread, threads, out.rows);
   for_each_index(team, out.rows, [&](std::int64_t r) {
     float* row = data + r * out.ld;
     if (bias != nullptr) Eigen::Map<Eigen::ArrayXf>(row, cols) += Eigen::Map<Eigen::ArrayXf const>(bias, cols);
@@ -84,7 +84,7 @@ inline void gemm(GemmArgs const& g, int threads) {
     return;
   }
 #if defined(__AVX512F__)
-  if (g.a.rows <= kSkinnyMaxRows) {
+  if (g.a.rows <= skinny_max_rows(threads)) {
     auto const* bias = static_cast<float const*>(g.bias);
     Activation const act = g.activation;
     skinny_gemm(g.a.as<float>(), g.a.ld, g.b.as<float>(), g.b.ld, g.out.as<float>(), g.out.ld, g.a.rows, g.b.rows,
@@ -115,7 +115,7 @@ inline void layer_norm(LayerNormArgs const& n, int threads) {
   std::int64_t const cols = n.x.cols;
   Eigen::Map<Eigen::ArrayXf const> const gamma(static_cast<float const*>(n.gamma), cols);
   Eigen::Map<Eigen::ArrayXf const> const beta(static_cast<float const*>(n.beta), cols);
-  int const team = threads_for(static_cast<double>(n.x.rows * cols), kMinElementsPerThread, threads, n.x.rows);
+  OpThreads const team = threads_for(static_cast<double>(n.x.rows * cols), kMinElementsPerThread, threads, n.x.rows);
   for_each_index(team, n.x.rows, [&](std::int64_t r) {
     Eigen::Map<Eigen::ArrayXf const> const x(n.x.as<float>() + r * n.x.ld, cols);
     Eigen::Map<Eigen::ArrayXf> y(n.out.as<float>() + r * n.out.ld, cols);
@@ -136,7 +136,7 @@ inline void embedding(EmbeddingArgs const& e, int threads) {
   require_f32(e.word, "word embeddings");
   std::int64_t const tokens = e.out.rows;
   std::int64_t const width = e.out.cols;
-  int const team = threads_for(static_cast<double>(tokens * width), kMinElementsPerThread, threads, tokens);
+  OpThreads const team = threads_for(static_cast<double>(tokens * width), kMinElementsPerThread, threads, tokens);
   for_each_index(team, tokens, [&](std::int64_t t) {
     float* y = e.out.as<float>() + t * e.out.ld;
     float const* w = e.word.as<float>() + static_cast<std::int64_t>(e.ids[t]) * e.word.ld;
@@ -202,8 +202,8 @@ inline void lstm_cell(LstmCellArgs const& a, int threads) {
   bool const has_prev = !a.cell_prev.empty();
   auto const sigmoid = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
   // One step of a BiLSTM over a few texts is a few thousand gates: sized like the elementwise passes.
-  int const team = threads_for(static_cast<double>(a.gates_in.rows * a.gates_in.cols), kMinElementsPerThread, threads,
-                               a.hidden.rows);
+  OpThreads const team = threads_for(static_cast<double>(a.gates_in.rows * a.gates_in.cols), kMinElementsPerThread,
+                                     threads, a.hidden.rows);
   for_each_index(team, a.hidden.rows, [&](std::int64_t r) {
     float const* in = a.gates_in.as<float>() + r * a.gates_in.ld;
     float const* rec = has_rec ? a.gates_rec.as<float>() + r * a.gates_rec.ld : nullptr;
