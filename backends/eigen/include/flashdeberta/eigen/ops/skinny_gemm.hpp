@@ -18,10 +18,6 @@
 #include <immintrin.h>
 #endif
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
-
 #include "flashdeberta/eigen/ops/op_threads.hpp"
 
 namespace flashdeberta::eigen_ops {
@@ -32,11 +28,20 @@ inline constexpr bool kHasSkinnyGemm = true;
 inline constexpr bool kHasSkinnyGemm = false;
 #endif
 
-// Rows of `a` up to which gemm uses the skinny kernel instead of Eigen's. Measured on one core of the 2-core EPYC
-// (Zen 4) VM, v3-base's four GEMM shapes with the weights cycled through 12 copies (from memory, as in a
-// forward): at M = 16 the skinny kernel ran 1.9-2.9x Eigen's speed, at 64 1.15-1.5x, at 128 1.0-1.2x; at 256
-// 0.9-1.04x and at 1024 0.77-0.93x, where packing is paid back.
+// Rows of `a` up to which gemm uses the skinny kernel instead of Eigen's, and the row blocks it takes beyond.
+// Measured on one core of the 2-core EPYC (Zen 4) VM, v3-base's four GEMM shapes with the weights cycled through
+// 12 copies (from memory, as in a forward): at M = 16 the skinny kernel ran 1.9-2.9x Eigen's speed, at 64
+// 1.15-1.5x, at 128 1.0-1.2x; at 256 0.9-1.04x and at 1024 0.77-0.93x, where packing is paid back. But Eigen's
+// parallel GEMM splits the rows among threads, which then wait on each other for packed panels: on 16 cores of
+// the GPU machine (bench_dense, 2026-12-02) its 160 x 768 x 2304 product took 3.5 ms, 6.4x the skinny kernel's
+// 128-row one and slower than on 2 of those cores (2.9 ms). So gemm keeps the skinny kernel while a thread would
+// get fewer than kEigenMinRowsPerThread rows of Eigen's split (skinny_max_rows).
 inline constexpr std::int64_t kSkinnyMaxRows = 128;
+inline constexpr std::int64_t kEigenMinRowsPerThread = 128;
+
+inline std::int64_t skinny_max_rows(int threads) {
+  return std::max<std::int64_t>(kSkinnyMaxRows, kEigenMinRowsPerThread * threads - 1);
+}
 
 namespace detail {
 
@@ -169,31 +174,28 @@ inline void skinny_columns(float const* a, std::int64_t lda, float const* w, std
 #if defined(__AVX512F__)
 // out = alpha a . w^T, then `epilogue(row, n0, cols)` on each row's columns [n0, n0 + cols) of the calling
 // thread's share (bias and activation). Shares are multiples of 16 columns, so no two threads write one cache
-// line of out.
+// line of out, and no thread waits for another before the end. Beyond kSkinnyMaxRows rows, a share runs over
+// blocks of that many rows of `a`, each against the same columns of w, which stay in L2 between blocks.
 template <class Epilogue>
 void skinny_gemm(float const* a, std::int64_t lda, float const* w, std::int64_t ldw, float* out, std::int64_t ldo,
                  std::int64_t m, std::int64_t n, std::int64_t k, float alpha, int threads, Epilogue const& epilogue) {
   constexpr std::int64_t kAlign = 16;
   std::int64_t const chunks = (n + kAlign - 1) / kAlign;
-  int const team = threads_for(static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k),
-                               kMinFmaPerThread, threads, chunks);
-  auto share = [&](int t, int parts) {
+  OpThreads const team = threads_for(static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k),
+                                     kMinFmaPerThread, threads, chunks);
+  run_workers(team, [&](int t, int parts) {
     std::int64_t const begin = chunks * t / parts * kAlign;
     std::int64_t const end = std::min(n, chunks * (t + 1) / parts * kAlign);
-    for (std::int64_t c0 = begin; c0 < end; c0 += 256) {  // epilogue while the block is still in cache
+    for (std::int64_t c0 = begin; c0 < end; c0 += 256) {
       std::int64_t const cols = std::min<std::int64_t>(256, end - c0);
-      detail::skinny_columns(a, lda, w, ldw, m, k, alpha, out, ldo, c0, cols);
-      for (std::int64_t r = 0; r < m; ++r) epilogue(out + r * ldo, c0, cols);
+      for (std::int64_t r0 = 0; r0 < m; r0 += kSkinnyMaxRows) {
+        std::int64_t const rows = std::min(kSkinnyMaxRows, m - r0);
+        float* const block = out + r0 * ldo;
+        detail::skinny_columns(a + r0 * lda, lda, w, ldw, rows, k, alpha, block, ldo, c0, cols);
+        for (std::int64_t r = 0; r < rows; ++r) epilogue(block + r * ldo, c0, cols);  // while still in cache
+      }
     }
-  };
-#if defined(_OPENMP)
-  if (team > 1) {
-#pragma omp parallel num_threads(team)
-    share(omp_get_thread_num(), omp_get_num_threads());
-    return;
-  }
-#endif
-  share(0, 1);
+  });
 }
 #endif
 
