@@ -1,5 +1,7 @@
 // The dense operations of one v3-base layer, per policy: the four GEMMs (fused q/k/v projection,
-// attention output, FFN in with GELU, FFN out) and the residual LayerNorm, at T = 512 and 2048 tokens.
+// attention output, FFN in with GELU, FFN out) and the residual LayerNorm, at T = 512 and 2048 tokens and at
+// the short counts where the host policy's skinny GEMM (skinny_gemm.hpp, skinny_max_rows) competes
+// with Eigen's: the bare Eigen rows there say where one overtakes the other.
 //
 // Baselines in the same file: a bare Eigen GEMM of the same shape (no bias, no activation: what the
 // epilogue costs) and a fused add of two (T, H) arrays (the memory-bound floor LayerNorm can approach).
@@ -25,7 +27,7 @@ constexpr GemmShape kGemmShapes[] = {
     {"ffn_in_gelu", 3072, 768, Activation::kGelu},
     {"ffn_out", 768, 3072, Activation::kIdentity},
 };
-constexpr std::int64_t kTokenCounts[] = {512, 2048};
+constexpr std::int64_t kTokenCounts[] = {16, 32, 64, 96, 128, 160, 512, 2048};
 constexpr std::int64_t kHidden = 768;
 
 void set_dense_counters(benchmark::State& state, double tokens, double flops, double bytes) {

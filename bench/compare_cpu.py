@@ -51,6 +51,7 @@ import json
 import math
 import os
 import queue
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -532,6 +533,7 @@ def ours_time(run, cli, model_dir, dtype, threads, cores, b, l, estimate_ms):
     except (IndexError, ValueError):
         return {"error": f"no JSON line in the output of bench: {short_error(out + err)}"}
     return {"median_ms": j["median_ms"], "p10_ms": j.get("p10_ms"), "p90_ms": j.get("p90_ms"), "runs": runs,
+            "load_ms": j.get("load_ms"),
             "vmhwm_kib": peak, "ru_maxrss_kib": (j.get("peak_bytes") or 0) // 1024, "wall_s": round(secs, 2)}
 
 
@@ -770,6 +772,14 @@ def report(run, cli, model_dir, onnx_path):
                 for s in sysl}
         lines += ["", "Ratios are speed ratios (the other's time / ours; above 1x: ours is faster). Timed runs: " +
                   "; ".join(f"{s.replace('_', ' ')} {r[0]}-{r[-1]}" for s, r in runs.items() if r) + ".", ""]
+        for s in ("ours_fp32", "ours_bf16", "ours_int8"):
+            loads = sorted(r["load_ms"] for (t, b, l, sys_), r in res.items()
+                           if t == threads and sys_ == s and r.get("load_ms"))
+            if loads:  # every bench process loads the model once, from a warm page cache after the first
+                lines.append(f"- {s.replace('_', ' ')} load (`bench`'s load_ms, {len(loads)} processes): median "
+                             f"{statistics.median(loads):.0f} ms, min {loads[0]:.0f}, max {loads[-1]:.0f}")
+        if any(r.get("load_ms") for (t, b, l, s), r in res.items() if t == threads):
+            lines.append("")
     if run.accuracy:
         acc = run.accuracy
         b, l = acc["shape"]

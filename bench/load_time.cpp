@@ -6,7 +6,8 @@
 // copies a load made, plus activations) and file-backed (pages of the mapped checkpoint in use).
 //   --copy      CheckpointOptions::zero_copy = false: every weight copied out of the file (the old load)
 //   --prefault  CheckpointOptions::prefault: the whole file mapped at open, so the load pays the faults
-//   --profile   through ProfilingPolicy: the policy ops a load runs (the relative tables' GEMMs), timed
+//   --profile   through ProfilingPolicy: the policy ops a load runs (the relative tables' GEMMs), and those of
+//               a third forward, each timed
 #include <sys/resource.h>
 
 #include <chrono>
@@ -74,6 +75,11 @@ void run_round(P const& policy, std::filesystem::path const& dir, flashdeberta::
     Phase const forward;
     (void)model.forward(batch);
     forward.print(name);
+  }
+  if constexpr (!std::is_same_v<P, flashdeberta::EigenPolicy>) {  // a warm forward's ops, each one fenced
+    policy.reset();
+    (void)model.forward(batch);
+    std::printf("  a third forward's policy ops:\n%s", policy.report().format().c_str());
   }
   print_memory("after forwards");
 }

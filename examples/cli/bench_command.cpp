@@ -71,7 +71,10 @@ int bench_command(BenchOptions const& o) {
       "the bench batch of --batch " + std::to_string(o.batch) + " x --seq-len " + std::to_string(o.seq_len));
   Backend const backend(o.common);
   ModelConfig const config = read_model_config(o.common.model);
+  auto const load_start = std::chrono::steady_clock::now();
   std::unique_ptr<LoadedModel> const model = backend.load(o.common.model, config);
+  double const load_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
   Batch const batch = random_batch(o.batch, o.seq_len, config.vocab_size);
 
   // A device backend times itself (CUDA events) and reports its device memory; host backends are timed
@@ -106,6 +109,7 @@ int bench_command(BenchOptions const& o) {
     out["p10_ms"] = p10;
     out["p90_ms"] = p90;
     out["tokens_per_s"] = tokens_per_s;
+    out["load_ms"] = load_ms;
     out["peak_bytes"] = peak;
     out["backend"] = backend_name(o.common.backend);
     out["attention"] = attention_name(o.common.attention);
@@ -122,11 +126,12 @@ int bench_command(BenchOptions const& o) {
   std::cout << "backend    " << describe_backend(o.common, backend.threads()) << "\n";
   std::snprintf(line, sizeof(line),
                 "shape      B=%lld x L=%lld (%.0f tokens), %d timed runs after 1 warm-up\n"
+                "load       %.1f ms (weights, the backend's preparation of them)\n"
                 "forward    median %.3f ms, p10 %.3f ms, p90 %.3f ms\n"
                 "throughput %.0f tokens/s (at the median)\n"
                 "peak mem   %.1f MiB host RSS\n",
-                static_cast<long long>(o.batch), static_cast<long long>(o.seq_len), tokens, o.repeat, median, p10, p90,
-                tokens_per_s, static_cast<double>(peak) / (1024.0 * 1024.0));
+                static_cast<long long>(o.batch), static_cast<long long>(o.seq_len), tokens, o.repeat, load_ms, median,
+                p10, p90, tokens_per_s, static_cast<double>(peak) / (1024.0 * 1024.0));
   std::cout << line;
   if (device_timed) {
     std::snprintf(line, sizeof(line), "device     %.1f MiB peak beyond the weights; times are CUDA events\n",

@@ -440,7 +440,7 @@ TEST_CASE("cli bench: --json prints one parseable object with the documented key
   REQUIRE(std::count(r.out.begin(), r.out.end(), '\n') == 1);
   fd::io::Json const doc = fd::io::Json::parse(r.out);
   REQUIRE(doc.is_object());
-  for (char const* key : {"median_ms", "p10_ms", "p90_ms", "tokens_per_s", "peak_bytes"}) {
+  for (char const* key : {"median_ms", "p10_ms", "p90_ms", "tokens_per_s", "load_ms", "peak_bytes"}) {
     CAPTURE(key);
     REQUIRE(doc.contains(key));
     CHECK(doc[key].is_number());
