@@ -47,9 +47,13 @@ double thread_cpu_seconds();
 class ScopedNativeTime {
  public:
   ScopedNativeTime() : start_(std::chrono::steady_clock::now()), start_cpu_(thread_cpu_seconds()) {}
+  // The CPU clock (a system call, slow when the caches are cold after a forward) is read before the wall
+  // clock ends the scope, so that the instrument's own cost counts inside the call, not as the binding's.
   ~ScopedNativeTime() {
-    native_seconds() += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    native_cpu_seconds() += thread_cpu_seconds() - start_cpu_;
+    double const end_cpu = thread_cpu_seconds();
+    auto const end = std::chrono::steady_clock::now();
+    native_seconds() += std::chrono::duration<double>(end - start_).count();
+    native_cpu_seconds() += end_cpu - start_cpu_;
   }
   ScopedNativeTime(ScopedNativeTime const&) = delete;
   ScopedNativeTime& operator=(ScopedNativeTime const&) = delete;
