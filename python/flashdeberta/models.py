@@ -9,6 +9,9 @@ import numpy as np
 from . import _native
 from ._arguments import checkpoint_path
 
+# model(input_ids, attention_mask, token_type_ids, on_device) for a _native.Model, without pybind11's dispatcher.
+_call = _native.call_model
+
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
            "float16": "float16", "fp16": "float16", "half": "float16", "int8": "int8"}
 
@@ -56,9 +59,12 @@ class ModelOutput(dict):
             raise AttributeError(f"this output has no field {name!r} (fields: {', '.join(self)})") from None
 
 
-class PreTrainedModel:
+class PreTrainedModel(_native.ModelBase):
     """A loaded model. Call it with input_ids (and attention_mask, token_type_ids) as [B, L] integer arrays
     ([B, C, L] for multiple choice); positions whose attention_mask is 0 hold zeros in the outputs."""
+
+    # model(...) is _native.ModelBase's tp_call: the common call (numpy arrays in and out) in C, as forward
+    # makes it, every other call through forward. self._native is that base's field.
 
     def __init__(self, directory, head, *, device, dtype, attention, threads, max_tokens, backend):
         self.name_or_path = directory
@@ -79,7 +85,7 @@ class PreTrainedModel:
     def label2id(self):
         return {label: i for i, label in self.id2label.items()}
 
-    def __call__(self, input_ids=None, attention_mask=None, token_type_ids=None, *, return_tensors="np", **unused):
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, *, return_tensors="np", **unused):
         """return_tensors: "np" (float32 numpy arrays, the default); "dlpack" (on CUDA the outputs stay in GPU
         memory, in the model's dtype, as DeviceArrays that torch.from_dlpack, cupy.from_dlpack or
         jax.dlpack.from_dlpack take without a copy; numpy arrays on the CPU); "pt" (torch tensors, through
@@ -89,7 +95,7 @@ class PreTrainedModel:
         if (not unused and return_tensors == "np" and type(input_ids) is np.ndarray
                 and (attention_mask is None or type(attention_mask) is np.ndarray)
                 and (token_type_ids is None or type(token_type_ids) is np.ndarray)):
-            return self._native(input_ids, attention_mask, token_type_ids, False)
+            return _call(self._native, input_ids, attention_mask, token_type_ids, False)
         if unused:
             unknown = [k for k in unused if k not in ("return_dict", "offset_mapping")]
             if unknown:
@@ -102,18 +108,16 @@ class PreTrainedModel:
         ids, mask, types = (a if a is None or type(a) is np.ndarray else np.asarray(a)
                             for a in (input_ids, attention_mask, token_type_ids))
         if return_tensors == "np":
-            return self._native(ids, mask, types, False)
+            return _call(self._native, ids, mask, types, False)
         if return_tensors not in ("dlpack", "pt"):
             raise ValueError(f"return_tensors={return_tensors!r} is not one of 'np', 'dlpack', 'pt'")
         on_device = self.device == "cuda"
-        outputs = self._native(ids, mask, types, on_device)
+        outputs = _call(self._native, ids, mask, types, on_device)
         if return_tensors == "pt":
             import torch  # only for this form of output
             convert = torch.from_dlpack if on_device else torch.from_numpy
             outputs = {name: convert(value) for name, value in outputs.items()}
         return outputs if isinstance(outputs, ModelOutput) else ModelOutput(outputs)
-
-    forward = __call__
 
     def __repr__(self):
         return (f"flashdeberta.{type(self).__name__}({self.name_or_path!r}, head={self._native.head}, "

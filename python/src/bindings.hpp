@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,9 +31,18 @@ runtime::RuntimeOptions runtime_options(std::filesystem::path const& model, std:
 // A head output left on the GPU as a flashdeberta._native.DeviceArray (DLPack producer, dlpack.cpp).
 py::object device_array(runtime::DeviceTensor tensor);
 
+// flashdeberta._native.Model (model_binding.cpp): the one a Python object is when it is a constructed Model,
+// nullptr for anything else; and its call, for the entries that bypass pybind11's dispatcher
+// (model_call.cpp): input_ids a numpy array, attention_mask and token_type_ids numpy arrays or None.
+class Model;
+Model const* native_model(PyObject* object);
+py::object call(Model const& model, py::handle input_ids, py::handle attention_mask, py::handle token_type_ids,
+                bool on_device);
+
 void bind_dlpack(py::module_& m);
 void bind_tokenizer(py::module_& m);
 void bind_model(py::module_& m);
+void bind_model_calls(py::module_& m);  // after bind_model
 void bind_pipeline(py::module_& m);
 void bind_gliner(py::module_& m);
 
@@ -63,13 +73,33 @@ class ScopedNativeTime {
   double start_cpu_;
 };
 
-// A numpy array of `shape` that owns `values` (moved into a capsule, no copy).
+// A numpy array of `shape` that owns `values` (moved into a capsule, no copy). Made through numpy's C API
+// directly: pybind11's array constructors add shape and stride vectors, checks and an error scope in the
+// capsule's destructor, which cost microseconds when the caches are cold after a forward.
 template <class T>
-py::array_t<T> to_numpy(std::vector<T>&& values, std::vector<std::int64_t> const& shape) {
-  auto* owned = new std::vector<T>(std::move(values));
-  py::capsule const free_when_done(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
-  std::vector<py::ssize_t> dims(shape.begin(), shape.end());
-  return py::array_t<T>(dims, owned->data(), free_when_done);
+py::object to_numpy(std::vector<T>&& values, std::vector<std::int64_t> const& shape) {
+  std::vector<Py_intptr_t> const dims(shape.begin(), shape.end());
+  auto owned = std::make_unique<std::vector<T>>(std::move(values));
+  T* const data = owned->data();
+  auto const free_values = [](PyObject* capsule) {
+    delete static_cast<std::vector<T>*>(PyCapsule_GetPointer(capsule, nullptr));
+  };
+  py::object base = py::reinterpret_steal<py::object>(PyCapsule_New(owned.get(), nullptr, free_values));
+  if (!base) throw py::error_already_set();
+  owned.release();  // the capsule frees it from here on
+  auto& api = py::detail::npy_api::get();
+  py::object array = py::reinterpret_steal<py::object>(api.PyArray_NewFromDescr_(
+      api.PyArray_Type_, py::dtype::of<T>().release().ptr(), static_cast<int>(dims.size()),
+      const_cast<Py_intptr_t*>(dims.data()), nullptr, data, py::detail::npy_api::NPY_ARRAY_WRITEABLE_, nullptr));
+  if (!array) throw py::error_already_set();
+  if (api.PyArray_SetBaseObject_(array.ptr(), base.release().ptr()) != 0) throw py::error_already_set();
+  return array;
 }
+
+// For a raw CPython entry (METH_FASTCALL) inside its catch (...): the exception in flight as the Python
+// error pybind11's dispatcher would set for it (error_already_set restored; otherwise the module's and
+// pybind11's registered translators, module-local ones first), and nullptr to return to Python. A thread's
+// forced unwinding (cancellation) is rethrown, as pybind11 does.
+PyObject* raise_current_exception();
 
 }  // namespace flashdeberta::python

@@ -18,26 +18,38 @@ namespace flashdeberta::python {
 
 namespace {
 
-// An integer array of any integer dtype as int64 values in C order; refuses floats and the like, which
-// HF's embedding lookup refuses too. A C-contiguous int64 array (what a tokenizer returns) is read in place:
+// An integer array of any integer dtype as int64 values in C order: `data` points into `array`, which keeps
+// them alive, so that they are copied with the GIL released. Refuses floats and the like, which HF's
+// embedding lookup refuses too. A C-contiguous int64 array (what a tokenizer returns) is read in place:
 // numpy's conversion machinery is cold after a forward has swept the caches, and costs microseconds there.
-std::vector<std::int64_t> integer_values(py::array const& array, std::string const& name,
-                                         std::vector<std::int64_t>* shape) {
-  auto const read = [&](py::array const& values) {
-    if (shape != nullptr) shape->assign(values.shape(), values.shape() + values.ndim());
-    auto const* data = static_cast<std::int64_t const*>(values.data());
-    return std::vector<std::int64_t>(data, data + values.size());
+struct IntegerArray {
+  py::array array;
+  std::vector<std::int64_t> shape;
+  std::int64_t const* data = nullptr;
+  std::size_t size = 0;
+
+  std::vector<std::int64_t> values() const { return {data, data + size}; }
+};
+
+IntegerArray integer_array(py::handle object, std::string const& name) {
+  auto const read = [](py::array values) {
+    IntegerArray out{std::move(values), {}, nullptr, 0};
+    out.shape.assign(out.array.shape(), out.array.shape() + out.array.ndim());
+    out.data = static_cast<std::int64_t const*>(out.array.data());
+    out.size = static_cast<std::size_t>(out.array.size());
+    return out;
   };
+  auto array = py::reinterpret_borrow<py::array>(object);
   auto const* descriptor = py::detail::array_descriptor_proxy(py::detail::array_proxy(array.ptr())->descr);
   char const kind = descriptor->kind;
   int const in_place = py::array::c_style | py::detail::npy_api::NPY_ARRAY_ALIGNED_;
   if (kind == 'i' && array.itemsize() == 8 && descriptor->byteorder != '>' && (array.flags() & in_place) == in_place)
-    return read(array);
+    return read(std::move(array));
   FLASHDEBERTA_REQUIRE(kind == 'i' || kind == 'u' || kind == 'b',
                        name << " has dtype " << std::string(py::str(array.dtype())) << "; integers are expected");
-  auto const values = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(array);
+  auto values = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(array);
   FLASHDEBERTA_REQUIRE(values, name << ": cannot be read as int64 values");
-  return read(values);
+  return read(std::move(values));
 }
 
 }  // namespace
@@ -66,20 +78,18 @@ class Model {
     backend_.reset();
   }
 
-  // on_device: the outputs stay in GPU memory as DeviceArrays (DLPack), for a model on CUDA.
-  py::object call(py::array const& input_ids, std::optional<py::array> const& attention_mask,
-                  std::optional<py::array> const& token_type_ids, bool on_device) const {
-    runtime::TokenInput input;
-    input.source = "model input";
-    input.ids = integer_values(input_ids, "input_ids", &input.shape);
-    std::vector<std::int64_t> shape;
-    if (attention_mask) {
-      input.mask = integer_values(*attention_mask, "attention_mask", &shape);
-      FLASHDEBERTA_REQUIRE(shape == input.shape, "attention_mask has another shape than input_ids");
+  // on_device: the outputs stay in GPU memory as DeviceArrays (DLPack), for a model on CUDA. input_ids is a
+  // numpy array; attention_mask and token_type_ids numpy arrays or None.
+  py::object call(py::handle input_ids, py::handle attention_mask, py::handle token_type_ids, bool on_device) const {
+    IntegerArray const ids = integer_array(input_ids, "input_ids");
+    std::optional<IntegerArray> mask, types;
+    if (!attention_mask.is_none()) {
+      mask = integer_array(attention_mask, "attention_mask");
+      FLASHDEBERTA_REQUIRE(mask->shape == ids.shape, "attention_mask has another shape than input_ids");
     }
-    if (token_type_ids) {
-      input.types = integer_values(*token_type_ids, "token_type_ids", &shape);
-      FLASHDEBERTA_REQUIRE(shape == input.shape, "token_type_ids has another shape than input_ids");
+    if (!token_type_ids.is_none()) {
+      types = integer_array(token_type_ids, "token_type_ids");
+      FLASHDEBERTA_REQUIRE(types->shape == ids.shape, "token_type_ids has another shape than input_ids");
     }
     std::vector<PaddedTensor> tensors;
     std::optional<std::vector<runtime::DeviceTensor>> device_tensors;
@@ -89,6 +99,13 @@ class Model {
     {
       py::gil_scoped_release const unlocked;
       ScopedNativeTime const timed;
+      // The C++ copy of the inputs is made, and freed, with the GIL released, as numpy copies arrays.
+      runtime::TokenInput input;
+      input.source = "model input";
+      input.shape = ids.shape;
+      input.ids = ids.values();
+      if (mask) input.mask = mask->values();
+      if (types) input.types = types->values();
       runtime::check_token_values(input, max_tokens_);
       runtime::check_against_head(input, head_);
       runtime::check_against_config(input, config_, config_source_);
@@ -129,16 +146,43 @@ class Model {
   std::unique_ptr<runtime::LoadedModel> model_;
 };
 
+namespace {
+
+PyTypeObject* model_type = nullptr;  // flashdeberta._native.Model, set by bind_model
+
+}  // namespace
+
+Model const* native_model(PyObject* object) {
+  if (Py_TYPE(object) != model_type) return nullptr;
+  auto* const instance = reinterpret_cast<py::detail::instance*>(object);
+  py::detail::value_and_holder const v_h = instance->get_value_and_holder(nullptr, false);
+  return v_h && v_h.holder_constructed() ? v_h.value_ptr<Model>() : nullptr;
+}
+
+py::object call(Model const& model, py::handle input_ids, py::handle attention_mask, py::handle token_type_ids,
+                bool on_device) {
+  return model.call(input_ids, attention_mask, token_type_ids, on_device);
+}
+
 void bind_model(py::module_& m) {
-  py::class_<Model>(m, "Model")
+  py::class_<Model> model(m, "Model");
+  model
       .def(py::init<std::string const&, std::string const&, std::string const&, std::string const&, std::string const&,
                     int, std::int64_t, py::object>(),
            py::arg("directory"), py::arg("head"), py::arg("backend"), py::arg("dtype"), py::arg("attention"),
            py::arg("threads"), py::arg("max_tokens"), py::arg("output_type") = py::dict().get_type())
-      .def("__call__", &Model::call, py::arg("input_ids"), py::arg("attention_mask") = py::none(),
-           py::arg("token_type_ids") = py::none(), py::arg("on_device") = false)
+      .def(
+          "__call__",
+          [](Model const& self, py::array const& input_ids, std::optional<py::array> const& attention_mask,
+             std::optional<py::array> const& token_type_ids, bool on_device) {
+            return self.call(input_ids, attention_mask ? attention_mask->ptr() : Py_None,
+                             token_type_ids ? token_type_ids->ptr() : Py_None, on_device);
+          },
+          py::arg("input_ids"), py::arg("attention_mask") = py::none(), py::arg("token_type_ids") = py::none(),
+          py::arg("on_device") = false)
       .def_property_readonly("head", &Model::head)
       .def_property_readonly("description", &Model::description);
+  model_type = reinterpret_cast<PyTypeObject*>(model.ptr());
 }
 
 }  // namespace flashdeberta::python

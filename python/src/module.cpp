@@ -4,6 +4,9 @@
 #include "bindings.hpp"
 
 #include <ctime>
+#ifdef __GLIBCXX__
+#include <cxxabi.h>
+#endif
 #include <new>
 
 #include "flashdeberta/config.hpp"
@@ -61,6 +64,23 @@ double thread_cpu_seconds() {
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
 }
 
+PyObject* raise_current_exception() {
+  try {
+    throw;
+  } catch (py::error_already_set& e) {
+    e.restore();
+#ifdef __GLIBCXX__
+  } catch (abi::__forced_unwind&) {
+    throw;
+#endif
+  } catch (...) {
+    if (!py::detail::apply_exception_translators(py::detail::get_local_internals().registered_exception_translators) &&
+        !py::detail::apply_exception_translators(py::detail::get_internals().registered_exception_translators))
+      PyErr_SetString(PyExc_SystemError, "Exception escaped from default exception translator!");
+  }
+  return nullptr;
+}
+
 void translate_errors() {
   py::register_exception_translator([](std::exception_ptr error) {
     try {
@@ -103,6 +123,7 @@ PYBIND11_MODULE(_native, m) {
   fp::bind_dlpack(m);
   fp::bind_tokenizer(m);
   fp::bind_model(m);
+  fp::bind_model_calls(m);
   fp::bind_pipeline(m);
   fp::bind_gliner(m);
 }
