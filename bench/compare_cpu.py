@@ -720,7 +720,7 @@ def report(run, cli, model_dir, onnx_path):
     lines += [
         "- every system pinned to the first N CPUs (os.sched_setaffinity in the child, as taskset -c), "
         "OMP_NUM_THREADS=N; ours: `flashdeberta bench --backend eigen --dtype D --threads N --repeat R --json` "
-        "(one process per shape; bf16/int8: linear layers through oneDNN); ORT: ORT_ENABLE_ALL, intra_op N, "
+        "(one process per shape; linear layers through oneDNN in a build with it: float32 by default, bf16 and int8 always); ORT: ORT_ENABLE_ALL, intra_op N, "
         "inter_op 1, sequential; torch: set_num_threads(N), inference_mode, eager attention, bf16 = "
         "model.to(torch.bfloat16) (oneDNN)",
         f"- times: ms per forward, one warm-up then the median of R runs, R in [{a.min_repeat}, {a.max_repeat}] "

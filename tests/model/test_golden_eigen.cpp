@@ -7,7 +7,12 @@
 
 namespace fd = flashdeberta;
 
+// The default runs float32 linear layers through oneDNN where the build has it; kEigen keeps them on Eigen and
+// the skinny kernel, over the weights lent from the file. Both must stay at HF's 1e-5.
 TEST_CASE("HF fixtures through EigenPolicy") { fd::testing::run_golden_suite(fd::EigenPolicy(2)); }
+TEST_CASE("HF fixtures through EigenPolicy with float32 linear layers on Eigen") {
+  fd::testing::run_golden_suite(fd::EigenPolicy(fd::EigenOptions{.threads = 2, .f32_linear = fd::F32Linear::kEigen}));
+}
 
 namespace {
 

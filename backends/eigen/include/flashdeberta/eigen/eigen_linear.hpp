@@ -1,5 +1,6 @@
-// EigenPolicy's linear layers in the dtype the user asked for (EigenOptions::linear_dtype): float32 on Eigen, or
-// bf16 / int8 through oneDNN (flashdeberta::onednn, docs/host-dtypes.md) when the build has it.
+// EigenPolicy's linear layers in the dtype the user asked for (EigenOptions::linear_dtype): bf16 / int8 through
+// oneDNN (flashdeberta::onednn, docs/host-dtypes.md) when the build has it; float32 through oneDNN's matmul on
+// weights packed at load, or on Eigen / the skinny kernel over the weights where they lie (EigenOptions::f32_linear).
 #pragma once
 
 #include <memory>
@@ -10,11 +11,22 @@
 #include "flashdeberta/onednn/prepared_linear.hpp"
 #endif
 
+namespace flashdeberta {
+
+// Where EigenPolicy runs float32 linear layers. kOneDnn: oneDNN's matmul (AVX-512 brgemm) on a copy of each
+// weight packed at load; measured faster than kEigen at every v3-base shape on the GPU machine's Xeon, 2 and 16
+// threads (bench/results/cpu-2026-12-02-onednn-f32.md). kEigen: Eigen or the skinny kernel (skinny_gemm.hpp) on
+// the weights where they lie, lent from the mapped file: no copy, the fastest load and the least memory.
+// kAuto: kOneDnn in a build with oneDNN, else kEigen.
+enum class F32Linear { kAuto, kOneDnn, kEigen };
+
+}  // namespace flashdeberta
+
 namespace flashdeberta::eigen_detail {
 
 #if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
 inline constexpr bool kHasOnednn = true;
-using PreparedLinear = std::shared_ptr<onednn::PreparedLinear const>;  // null: float32 on Eigen
+using PreparedLinear = std::shared_ptr<onednn::PreparedLinear const>;  // null: on Eigen
 #else
 inline constexpr bool kHasOnednn = false;
 struct PreparedLinear {};
@@ -31,10 +43,19 @@ inline DType checked_linear_dtype(DType dtype) {
   return dtype;
 }
 
+// Whether float32 linear layers go through oneDNN: kAuto means yes in a build that has it.
+inline bool f32_linear_on_onednn(F32Linear choice) {
+  FLASHDEBERTA_REQUIRE(choice != F32Linear::kOneDnn || kHasOnednn,
+                       "EigenPolicy: float32 linear layers on oneDNN need oneDNN, and this build has none (install "
+                       "libdnnl-dev and configure with FLASHDEBERTA_WITH_ONEDNN=ON)");
+  return kHasOnednn && choice != F32Linear::kEigen;
+}
+
 inline PreparedLinear prepare_linear([[maybe_unused]] MatrixRef const& weight, [[maybe_unused]] DType dtype,
-                                     [[maybe_unused]] int threads) {
+                                     [[maybe_unused]] bool f32_on_onednn, [[maybe_unused]] int threads) {
 #if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
-  if (dtype != DType::kF32) return std::make_shared<onednn::PreparedLinear const>(weight, dtype, threads);
+  if (dtype != DType::kF32 || f32_on_onednn)
+    return std::make_shared<onednn::PreparedLinear const>(weight, dtype, threads);
 #endif
   return {};
 }

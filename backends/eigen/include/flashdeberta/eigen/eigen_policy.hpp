@@ -58,9 +58,11 @@ class OmpThreadsScope {
 
 struct EigenOptions {
   int threads = 0;  // <= 0: every core OpenMP reports
-  // The encoder's linear layers: F32 (Eigen), BF16 (bf16 inputs and weights, float32 sums) or I8 (dynamic int8
+  // The encoder's linear layers: F32, BF16 (bf16 inputs and weights, float32 sums) or I8 (dynamic int8
   // quantization), the last two through oneDNN (docs/host-dtypes.md). Everything else computes in float32.
   DType linear_dtype = DType::kF32;
+  // Where F32 linear layers run (F32Linear, eigen_linear.hpp): oneDNN in a build that has it unless told otherwise.
+  F32Linear f32_linear = F32Linear::kAuto;
 };
 
 // Thread safety: a thread count and nothing else; any number of threads may share one. Every calling thread
@@ -74,7 +76,8 @@ class EigenPolicy {
   explicit EigenPolicy(int threads = 0) : threads_(resolve_threads(threads)) {}
   explicit EigenPolicy(EigenOptions const& options)
       : threads_(resolve_threads(options.threads)),
-        linear_dtype_(eigen_detail::checked_linear_dtype(options.linear_dtype)) {}
+        linear_dtype_(eigen_detail::checked_linear_dtype(options.linear_dtype)),
+        f32_on_onednn_(eigen_detail::f32_linear_on_onednn(options.f32_linear)) {}
 
   static char const* name() { return "eigen"; }
   int threads() const { return threads_; }
@@ -112,12 +115,12 @@ class EigenPolicy {
     eigen_detail::OmpThreadsScope const scope(threads_);
     eigen_ops::gemm(args, threads_);
   }
-  // Linear layers (prepared_linear.hpp): the weight converted or quantized and packed for oneDNN once, at load,
-  // in bf16 or int8; nothing in float32.
+  // Linear layers (prepared_linear.hpp): the weight converted or quantized and packed for oneDNN once, at load;
+  // nothing for float32 on Eigen.
   using PreparedLinear = eigen_detail::PreparedLinear;
   PreparedLinear prepare_linear(MatrixRef const& weight) const {
     eigen_detail::OmpThreadsScope const scope(threads_);
-    return eigen_detail::prepare_linear(weight, linear_dtype_, threads_);
+    return eigen_detail::prepare_linear(weight, linear_dtype_, f32_on_onednn_, threads_);
   }
   void gemm(GemmArgs const& args, PreparedLinear const& prepared) const {
     eigen_detail::OmpThreadsScope const scope(threads_);
@@ -195,6 +198,7 @@ class EigenPolicy {
 
   int threads_;
   DType linear_dtype_ = DType::kF32;
+  bool f32_on_onednn_ = eigen_detail::kHasOnednn;
 };
 
 static_assert(ExecutionPolicy<EigenPolicy>);

@@ -1,5 +1,5 @@
-// The low-precision linear layers oneDNN runs, one traits struct per dtype, and the one place where the run-time
-// dtype of EigenOptions becomes one of them (dispatch_linear_dtype).
+// The linear layers oneDNN runs, one traits struct per dtype (float32, bf16, int8), and the one place where the
+// run-time dtype of EigenOptions becomes one of them (dispatch_linear_dtype).
 //
 // Both keep the activations that flow between ops in float32 (LayerNorm, attention, embeddings and softmax are
 // unchanged) and change only what a linear layer multiplies:
@@ -52,6 +52,20 @@ struct LinearTraits<DType::kI8> {
   static constexpr float kLevels = 127.0f;  // symmetric: [-127, 127], so that -x quantizes to -q
 };
 
+// float32 through oneDNN's matmul (its AVX-512 brgemm kernels on weights packed at load): a's rows are read
+// where they lie, nothing is converted.
+template <>
+struct LinearTraits<DType::kF32> {
+  using Source = float;
+  static constexpr int kKind = 3;
+  static constexpr DType kDType = DType::kF32;
+  static constexpr auto kSource = dnnl::memory::data_type::f32;
+  static constexpr auto kWeights = dnnl::memory::data_type::f32;
+  static constexpr auto kOutput = dnnl::memory::data_type::f32;
+  static constexpr bool kQuantized = false;
+  static constexpr bool kFusesEpilogue = true;
+};
+
 template <class T>
 concept LinearTraitsType = requires {
   typename T::Source;
@@ -62,7 +76,7 @@ static_assert(LinearTraitsType<LinearTraits<DType::kBF16>> && LinearTraitsType<L
 static_assert(sizeof(LinearTraits<DType::kBF16>::Source) == 2 && sizeof(LinearTraits<DType::kI8>::Source) == 1,
               "Source must have the size of the oneDNN data type it stands for");
 
-// The dtypes a linear layer can run in through oneDNN, besides float32 (which stays on Eigen).
+// The low-precision dtypes a linear layer can run in through oneDNN (float32 can too: F32Linear).
 constexpr bool is_onednn_linear_dtype(DType d) { return d == DType::kBF16 || d == DType::kI8; }
 
 // Calls f.template operator()<LinearTraits<dtype>>(): the run-time -> compile-time crossing for linear layers.
@@ -73,8 +87,10 @@ decltype(auto) dispatch_linear_dtype(DType dtype, F&& f) {
       return f.template operator()<LinearTraits<DType::kBF16>>();
     case DType::kI8:
       return f.template operator()<LinearTraits<DType::kI8>>();
+    case DType::kF32:
+      return f.template operator()<LinearTraits<DType::kF32>>();
     default:
-      FLASHDEBERTA_FAIL("oneDNN linear layers run in bf16 or int8 (I8), not " << dtype_name(dtype));
+      FLASHDEBERTA_FAIL("oneDNN linear layers run in bf16, int8 (I8) or F32, not " << dtype_name(dtype));
   }
 }
 

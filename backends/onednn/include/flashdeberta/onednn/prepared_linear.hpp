@@ -1,16 +1,20 @@
-// One linear layer's weight prepared for oneDNN's matmul (linear_traits.hpp): converted to bf16, or quantized to
-// s8 with per-output-channel scales, and packed into the layout the matmul reads (memory::format_tag::any), once
-// at load. Calls then only convert their input rows and run a cached primitive (onednn_runtime.hpp).
+// One linear layer's weight prepared for oneDNN's matmul (linear_traits.hpp): kept float32, converted to bf16, or
+// quantized to s8 with per-output-channel scales, and packed into the layout the matmul reads
+// (memory::format_tag::any), once at load. Calls then only convert their input rows (bf16, int8) and run a cached
+// primitive (onednn_runtime.hpp).
 #pragma once
 
+#include <sys/mman.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -23,6 +27,39 @@
 
 namespace flashdeberta::onednn {
 
+// Memory for packed weights, in 2 MiB-aligned blocks advised for transparent huge pages: a v3-base load packs
+// 340 MB of float32 weights, and first-touching that in 4 KiB pages is ~83,000 page faults.
+inline std::shared_ptr<void> huge_page_storage(std::size_t bytes) {
+  constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  std::size_t const rounded = (std::max<std::size_t>(bytes, 1) + kHugePage - 1) / kHugePage * kHugePage;
+  void* const p = std::aligned_alloc(kHugePage, rounded);
+  FLASHDEBERTA_REQUIRE(p != nullptr, "oneDNN packed weight: cannot allocate " << rounded << " bytes");
+#if defined(MADV_HUGEPAGE)
+  ::madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without THP the pages are 4 KiB as before
+#endif
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+// A growing 64-byte-aligned block: one thread's oneDNN scratchpad.
+class ScratchBuffer {
+ public:
+  void* at_least(std::size_t bytes) {
+    if (bytes > size_ || !data_) {
+      size_ = std::max<std::size_t>((bytes + 63) / 64 * 64, 64);
+      data_.reset(std::aligned_alloc(64, size_));
+      FLASHDEBERTA_REQUIRE(data_ != nullptr, "oneDNN scratchpad: cannot allocate " << size_ << " bytes");
+    }
+    return data_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::unique_ptr<void, Free> data_;
+  std::size_t size_ = 0;
+};
+
 class PreparedLinear {
  public:
   // The rows a layer's weights are packed for at load; the layout oneDNN picks rarely depends on it (on an
@@ -30,7 +67,7 @@ class PreparedLinear {
   // another layout packs that one on first use.
   static constexpr std::int64_t kPackedForRows = 128;
 
-  // weight (N, K) float32, PyTorch's Linear layout; dtype bf16 or I8.
+  // weight (N, K) float32, PyTorch's Linear layout; dtype F32, BF16 or I8.
   PreparedLinear(MatrixRef const& weight, DType dtype, int threads) : dtype_(dtype), n_(weight.rows), k_(weight.cols) {
     FLASHDEBERTA_REQUIRE(weight.dtype == DType::kF32 && weight.rows > 0 && weight.cols > 0,
                          "oneDNN linear weight: expected a non-empty float32 (N, K) matrix, got ("
@@ -80,6 +117,10 @@ class PreparedLinear {
       dnnl::memory::desc const weights({key.k, key.n}, Traits::kWeights, Tag::any);
       dnnl::memory::desc const dst({key.m, key.n}, Traits::kOutput, Dims{key.ldc, 1});
       dnnl::primitive_attr attr;
+      // The caller's scratchpad, not the library's: the library one is shared by every primitive (oneDNN built
+      // without ONEDNN_ENABLE_CONCURRENT_EXEC, as Debian's is), so two threads running matmuls at once wrote
+      // over each other's partial sums (tests/python/test_threads.py caught logits off by 2.7).
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       if (key.activation >= 0) {
         dnnl::post_ops ops;
         ops.append_eltwise(1.0f, static_cast<dnnl::algorithm>(key.activation), 0.0f, 0.0f);
@@ -90,15 +131,15 @@ class PreparedLinear {
                                         dnnl::memory::desc({1, key.n}, dnnl::memory::data_type::f32, Tag::ab), dst)
                    : dnnl::matmul::desc(src, weights, dst);
       dnnl::matmul::primitive_desc const pd(desc, attr, cpu_engine());
-      return CachedMatmul{dnnl::matmul(pd), pd.weights_desc()};
+      return CachedMatmul{dnnl::matmul(pd), pd.weights_desc(), pd.scratchpad_desc()};
     });
   }
 
   // The weight in `layout`, packed from `source` (N, K) float32 on first use.
   dnnl::memory const& packed_for(dnnl::memory::desc const& layout, MatrixRef const& source) const {
     std::lock_guard const lock(mutex_);
-    for (auto const& [desc, memory] : packed_)
-      if (desc == layout) return memory;
+    for (Packed const& p : packed_)
+      if (p.layout == layout) return p.memory;
     // (K, N) view of the (N, K) rows: strides (1, ld). int8 rounds w / scale[n] here and lets the reorder add
     // the s8 x s8 compensation the packed layout carries (oneDNN 2.6 has no reorder that does both from float32).
     std::vector<std::int8_t> quantized;
@@ -117,12 +158,13 @@ class PreparedLinear {
       }
       from = dnnl::memory({{k_, n_}, dnnl::memory::data_type::s8, Dims{1, k_}}, cpu_engine(), quantized.data());
     }
-    dnnl::memory to(layout, cpu_engine());
+    std::shared_ptr<void> storage = huge_page_storage(layout.get_size());
+    dnnl::memory to(layout, cpu_engine(), storage.get());
     dnnl::primitive_attr const attr;
     dnnl::reorder(dnnl::reorder::primitive_desc(from, to, attr)).execute(thread_stream(), from, to);
     thread_stream().wait();
-    packed_.emplace_back(layout, std::move(to));
-    return packed_.back().second;
+    packed_.push_back({layout, std::move(to), std::move(storage)});
+    return packed_.back().memory;
   }
 
   template <class Traits, class Activate>
@@ -131,22 +173,32 @@ class PreparedLinear {
     std::int64_t const m = g.a.rows;
     thread_local std::vector<Source> source;  // a in the matmul's input type, dense
     thread_local std::vector<float> row_scales;
-    source.resize(static_cast<std::size_t>(m * k_));
+    constexpr bool kInPlace = std::is_same_v<Source, float>;  // float32: a read where it lies
     if constexpr (Traits::kQuantized) {
+      source.resize(static_cast<std::size_t>(m * k_));
       row_scales.resize(static_cast<std::size_t>(m));
       quantize_rows(g.a, source.data(), row_scales.data(), Traits::kLevels, threads);
-    } else {
+    } else if constexpr (!kInPlace) {
+      source.resize(static_cast<std::size_t>(m * k_));
       rows_to_bf16(g.a, source.data(), threads);
     }
+    std::int64_t const lda = kInPlace ? g.a.ld : k_;
+    void* const source_data = kInPlace ? g.a.data : static_cast<void*>(source.data());
     std::optional<dnnl::algorithm> const fused = Traits::kFusesEpilogue ? fused_activation(g.activation) : std::nullopt;
     bool const fuse_bias = Traits::kFusesEpilogue && g.bias != nullptr;
-    MatmulKey const key{Traits::kKind, m, k_, n_, k_, g.out.ld, fuse_bias, fused ? static_cast<int>(*fused) : -1,
+    MatmulKey const key{Traits::kKind, m, k_, n_, lda, g.out.ld, fuse_bias, fused ? static_cast<int>(*fused) : -1,
                         threads};
     CachedMatmul const matmul = matmul_for<Traits>(key);
     dnnl::memory const& weights = packed_for(matmul.weights, g.b);
-    dnnl::memory src({{m, k_}, Traits::kSource, Dims{k_, 1}}, cpu_engine(), source.data());
+    dnnl::memory src({{m, k_}, Traits::kSource, Dims{lda, 1}}, cpu_engine(), source_data);
     dnnl::memory dst({{m, n_}, Traits::kOutput, Dims{g.out.ld, 1}}, cpu_engine(), g.out.data);
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+    thread_local ScratchBuffer scratch;  // this thread's: calls on other threads never share it
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, src},
+        {DNNL_ARG_WEIGHTS, weights},
+        {DNNL_ARG_DST, dst},
+        {DNNL_ARG_SCRATCHPAD,
+         dnnl::memory(matmul.scratchpad, cpu_engine(), scratch.at_least(matmul.scratchpad.get_size()))}};
     if (fuse_bias) {
       args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, n_}, dnnl::memory::data_type::f32, Tag::ab}, cpu_engine(),
                                                const_cast<void*>(g.bias)));
@@ -165,7 +217,12 @@ class PreparedLinear {
   std::int64_t n_, k_;
   std::vector<float> scales_;  // int8: the scale of each output channel (row of the weight)
   mutable std::mutex mutex_;
-  mutable std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_;  // the layouts asked for so far
+  struct Packed {
+    dnnl::memory::desc layout;
+    dnnl::memory memory;  // over storage
+    std::shared_ptr<void> storage;
+  };
+  mutable std::vector<Packed> packed_;  // the layouts asked for so far
 };
 
 }  // namespace flashdeberta::onednn
