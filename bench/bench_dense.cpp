@@ -111,7 +111,9 @@ void add_baseline(benchmark::State& state, std::int64_t tokens) {
 }
 
 bool const registered = [] {
-  auto const configure = [](benchmark::internal::Benchmark* b) { b->Unit(benchmark::kMillisecond)->UseRealTime(); };
+  auto const configure = [](benchmark::internal::Benchmark* b) {
+    b->Unit(benchmark::kMillisecond)->UseRealTime()->MinWarmUpTime(1e-9);  // one warm-up round, untimed
+  };
   for (std::int64_t tokens : kTokenCounts) {
     std::string const t = "/T:" + std::to_string(tokens);
     for (GemmShape shape : kGemmShapes) {
