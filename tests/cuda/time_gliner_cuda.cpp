@@ -119,7 +119,7 @@ double median_ms(fd::GLiNER<P> const& model, std::vector<fd::GlinerInput> const&
 
 // Each stage on stderr (unbuffered) before it starts: a crash names the stage it happened in.
 static void stage(char const* what, fd::DType dtype) {
-  std::fprintf(stderr, "time_gliner_cuda: %s (%s)\n", what, fd::dtype_name(dtype));
+  std::fprintf(stderr, "time_gliner_cuda: %s (%s)\n", what, std::string(fd::dtype_name(dtype)).c_str());
 }
 
 int main(int argc, char** argv) {
@@ -140,8 +140,8 @@ int main(int argc, char** argv) {
     stage("timing logits()", dtype);
     (void)median_ms(model, inputs, 3);
     double const ms = median_ms(model, inputs, 10);
-    std::printf("%s: 64 texts (%lld words), 5 labels: %.2f ms per logits() call, %.0f texts/s\n", fd::dtype_name(dtype),
-                static_cast<long long>(words), ms, 64.0 / ms * 1e3);
+    std::printf("%s: 64 texts (%lld words), 5 labels: %.2f ms per logits() call, %.0f texts/s\n",
+                std::string(fd::dtype_name(dtype)).c_str(), static_cast<long long>(words), ms, 64.0 / ms * 1e3);
     stage("profiling logits()", dtype);
     fd::ProfilingPolicy<fd::CudaPolicy> const profiled(policy);
     auto const profiled_model = fd::GLiNER<fd::ProfilingPolicy<fd::CudaPolicy>>::load(profiled, dir);
