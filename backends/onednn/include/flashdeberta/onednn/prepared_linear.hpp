@@ -27,15 +27,19 @@
 
 namespace flashdeberta::onednn {
 
-// Memory for packed weights, in 2 MiB-aligned blocks advised for transparent huge pages: a v3-base load packs
-// 340 MB of float32 weights, and first-touching that in 4 KiB pages is ~83,000 page faults.
-inline std::shared_ptr<void> huge_page_storage(std::size_t bytes) {
+// Memory for a packed weight. From 2 MiB on, in 2 MiB-aligned blocks advised for transparent huge pages: a
+// v3-base load packs 340 MB of float32 weights, and first-touching that in 4 KiB pages is ~83,000 page faults.
+// Smaller weights (heads, GLiNER's layers, test models) get 64-byte alignment: a huge page each would make a
+// 6 KB classifier weight hold 2 MiB.
+inline std::shared_ptr<void> packed_storage(std::size_t bytes) {
   constexpr std::size_t kHugePage = std::size_t{2} << 20;
-  std::size_t const rounded = (std::max<std::size_t>(bytes, 1) + kHugePage - 1) / kHugePage * kHugePage;
-  void* const p = std::aligned_alloc(kHugePage, rounded);
+  bool const huge = bytes >= kHugePage;
+  std::size_t const align = huge ? kHugePage : 64;
+  std::size_t const rounded = (std::max<std::size_t>(bytes, 1) + align - 1) / align * align;
+  void* const p = std::aligned_alloc(align, rounded);
   FLASHDEBERTA_REQUIRE(p != nullptr, "oneDNN packed weight: cannot allocate " << rounded << " bytes");
 #if defined(MADV_HUGEPAGE)
-  ::madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without THP the pages are 4 KiB as before
+  if (huge) ::madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KiB
 #endif
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
 }
@@ -158,7 +162,7 @@ class PreparedLinear {
       }
       from = dnnl::memory({{k_, n_}, dnnl::memory::data_type::s8, Dims{1, k_}}, cpu_engine(), quantized.data());
     }
-    std::shared_ptr<void> storage = huge_page_storage(layout.get_size());
+    std::shared_ptr<void> storage = packed_storage(layout.get_size());
     dnnl::memory to(layout, cpu_engine(), storage.get());
     dnnl::primitive_attr const attr;
     dnnl::reorder(dnnl::reorder::primitive_desc(from, to, attr)).execute(thread_stream(), from, to);
