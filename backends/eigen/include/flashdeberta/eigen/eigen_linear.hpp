@@ -15,9 +15,9 @@ namespace flashdeberta {
 
 // Where EigenPolicy runs float32 linear layers. kOneDnn: oneDNN's matmul (AVX-512 brgemm) on a copy of each
 // weight packed at load; measured faster than kEigen at every v3-base shape on the GPU machine's Xeon, 2 and 16
-// threads (bench/results/cpu-2026-12-02-onednn-f32.md). kEigen: Eigen or the skinny kernel (skinny_gemm.hpp) on
-// the weights where they lie, lent from the mapped file: no copy, the fastest load and the least memory.
-// kAuto: kOneDnn in a build with oneDNN, else kEigen.
+// threads (bench/results/cpu-2026-12-02-onednn-switch.md; against ONNX Runtime: cpu-2026-12-02-onednn-f32.md). kEigen:
+// Eigen or the skinny kernel (skinny_gemm.hpp) on the weights where they lie, lent from the mapped file: no copy, the
+// fastest load and the least memory. kAuto: kOneDnn in a build with oneDNN, else kEigen.
 enum class F32Linear { kAuto, kOneDnn, kEigen };
 
 }  // namespace flashdeberta
