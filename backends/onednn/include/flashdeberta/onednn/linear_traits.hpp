@@ -72,12 +72,11 @@ concept LinearTraitsType = requires {
   { T::kKind } -> std::convertible_to<int>;
   { T::kQuantized } -> std::convertible_to<bool>;
 };
-static_assert(LinearTraitsType<LinearTraits<DType::kBF16>> && LinearTraitsType<LinearTraits<DType::kI8>>);
-static_assert(sizeof(LinearTraits<DType::kBF16>::Source) == 2 && sizeof(LinearTraits<DType::kI8>::Source) == 1,
+static_assert(LinearTraitsType<LinearTraits<DType::kBF16>> && LinearTraitsType<LinearTraits<DType::kI8>> &&
+              LinearTraitsType<LinearTraits<DType::kF32>>);
+static_assert(sizeof(LinearTraits<DType::kBF16>::Source) == 2 && sizeof(LinearTraits<DType::kI8>::Source) == 1 &&
+                  sizeof(LinearTraits<DType::kF32>::Source) == 4,
               "Source must have the size of the oneDNN data type it stands for");
-
-// The low-precision dtypes a linear layer can run in through oneDNN (float32 can too: F32Linear).
-constexpr bool is_onednn_linear_dtype(DType d) { return d == DType::kBF16 || d == DType::kI8; }
 
 // Calls f.template operator()<LinearTraits<dtype>>(): the run-time -> compile-time crossing for linear layers.
 template <class F>
