@@ -145,6 +145,24 @@ class GlinerRoute(unittest.TestCase):
                     self.assertIn(needle, got["error"])
             self.assertEqual(server.stop(), 0)
 
+    def test_texts_over_max_batch_tokens_together_run_one_by_one(self):
+        """Two texts that fit --max-batch-tokens alone but not together: answered (a forward each), as a server
+        with room for both answers them; a text over the limit alone is still refused."""
+        text = "The European Space Agency launched the Rosetta probe from Kourou in March 2004 ."
+        body = {"texts": [text, text.lower()], "labels": ["organization", "location", "date"], "threshold": 0.3}
+        with Server(GLINER / "span_markerV0", tokenizer=None) as server:
+            status, want = post(server, "/gliner", body)
+            self.assertEqual(status, 200, want)
+            self.assertEqual(server.stop(), 0)
+        with Server(GLINER / "span_markerV0", "--max-batch-tokens", 40, tokenizer=None) as server:
+            status, got = post(server, "/gliner", body)
+            self.assertEqual(status, 200, got)
+            self.assertTrue(close(got, want, SAME_RUN), f"{got} != {want}")
+            status, got = post(server, "/gliner", {**body, "texts": [text, " ".join([text] * 3)]})
+            self.assertEqual(status, 422, got)
+            self.assertIn("text 2 holds", got["error"])
+            self.assertEqual(server.stop(), 0)
+
     def test_a_gliner_request_to_another_model(self):
         with Server(CLASSIFY) as server:
             status, got = post(server, "/gliner", {"text": "Ada", "labels": ["person"]})

@@ -26,14 +26,25 @@ JsonOut ModelService::gliner(GlinerRequest const& request) const {
                               .multi_label = request.multi_label,
                               .long_text = request.long_text,
                               .window_overlap = request.window_overlap};
+  auto const predict = [&](std::size_t first, std::size_t count) {
+    return gliner_->predict_entities(std::span<std::string const>(request.texts).subspan(first, count), request.labels,
+                                     options, first + 1);
+  };
   JsonOut all = JsonOut::array();
   std::lock_guard const lock(gliner_mutex_);
   for (std::size_t first = 0; first < request.texts.size(); first += kGlinerTextsPerForward) {
     std::size_t const count = std::min(kGlinerTextsPerForward, request.texts.size() - first);
     std::vector<std::vector<GlinerEntity>> results;
     try {
-      results = gliner_->predict_entities(std::span<std::string const>(request.texts).subspan(first, count),
-                                          request.labels, options, first + 1);
+      try {
+        results = predict(first, count);
+      } catch (Error const&) {
+        // Texts that fit --max-batch-tokens alone but not together (long texts, many labels): a forward per
+        // text. A text refused for itself (the tokenizer, its own tokens) fails again, alone, naming itself.
+        if (count == 1) throw;
+        results.clear();
+        for (std::size_t i = first; i < first + count; ++i) results.push_back(std::move(predict(i, 1).front()));
+      }
     } catch (runtime::UsageError const& e) {
       fail_validation(e.what());
     } catch (Error const& e) {  // a text the tokenizer refuses, or over --max-batch-tokens with its prompt
