@@ -4,6 +4,7 @@
 // hypothesis, a query and a passage) come from --pair or from JSON lines (--jsonl), HF's {"text", "text_pair"}.
 #include <iostream>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -34,9 +35,22 @@ std::string json_error_message(std::exception const& e) {
 // A --jsonl line: {"text": "...", "text_pair": "..."}, text_pair optional (null counts as absent), as HF's
 // text-classification takes a dict; anything else is refused as text `index`.
 ClassifyInput parse_json_line(std::string const& line, std::size_t index) {
+  // nlohmann stops reading at a NUL byte, so '{"text": "a"}\0anything' would parse.
+  if (std::size_t const nul = line.find('\0'); nul != std::string::npos) {
+    fail_text(index, "the line has a NUL byte at offset " + std::to_string(nul) +
+                         "; a --jsonl line is one JSON object {\"text\": ..., \"text_pair\": ...}");
+  }
+  // nlohmann keeps the last of two equal keys; refused, as every JSON the program reads.
+  std::set<std::string> keys;
+  auto const on_event = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::key && depth == 1 && !keys.insert(parsed.get<std::string>()).second) {
+      fail_text(index, "the line has duplicate key '" + parsed.get<std::string>() + "' (--jsonl)");
+    }
+    return true;
+  };
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(line);
+    doc = nlohmann::json::parse(line, on_event);
   } catch (nlohmann::json::exception const& e) {
     fail_text(index,
               "not a JSON line (--jsonl reads {\"text\": ..., \"text_pair\": ...} per line): " + json_error_message(e));

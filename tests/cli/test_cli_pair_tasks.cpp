@@ -327,6 +327,11 @@ TEST_CASE("classify --pair and --jsonl: usage and input errors") {
   check_one_line_error(run_cli_stdin(args, "{\"text\": \"t\", \"pair\": \"p\"}\n"), 1, "text 1: unknown key 'pair'");
   check_one_line_error(run_cli_stdin(args, "{\"text\": 3}\n"), 1, "text 1: \"text\" is a JSON number, not a string");
   check_one_line_error(run_cli_stdin(args, "{\"text_pair\": \"p\"}\n"), 1, "text 1: the line has no \"text\"");
+  // nlohmann alone would read the first value of these lines and take the second "text" silently.
+  check_one_line_error(run_cli_stdin(args, std::string("{\"text\": \"t\"}\0garbage\n", 22)), 1,
+                       "text 1: the line has a NUL byte at offset 13");
+  check_one_line_error(run_cli_stdin(args, "{\"text\": \"t\", \"text\": \"u\"}\n"), 1,
+                       "text 1: the line has duplicate key 'text'");
   // Without --jsonl a line that looks like JSON is a text like any other.
   auto const plain = run_cli_stdin(cl, "{\"text\": \"t\"}\n");
   CHECK(plain.status == 0);
