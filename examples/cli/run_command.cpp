@@ -48,6 +48,7 @@ void check_output_location(std::filesystem::path const& output) {
   std::error_code ec;
   FLASHDEBERTA_REQUIRE(!std::filesystem::is_directory(output, ec),
                        "--output " << output.string() << " is a directory; give a file name such as out.safetensors");
+  require_replaceable_output(output);
   std::filesystem::path const dir = output.has_parent_path() ? output.parent_path() : ".";
   FLASHDEBERTA_REQUIRE(std::filesystem::is_directory(dir, ec),
                        "--output " << output.string() << ": directory " << dir.string() << " does not exist");

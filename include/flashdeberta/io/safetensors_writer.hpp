@@ -40,12 +40,31 @@ struct TensorToWrite {
   std::span<std::byte const> bytes;  // little-endian, numel * dtype_size(dtype) bytes
 };
 
+// The file is renamed over `path`, which would put a regular file in place of a device, a FIFO or a socket
+// there (run as root, --output /dev/null would delete /dev/null): only a regular file, or nothing, may be there.
+inline void require_replaceable_output(std::filesystem::path const& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::file_status const status = fs::status(path, ec);  // follows symlinks
+  if (!fs::exists(status) || fs::is_regular_file(status)) return;
+  char const* const kind = fs::is_directory(status)        ? "a directory"
+                           : fs::is_character_file(status) ? "a character device"
+                           : fs::is_block_file(status)     ? "a block device"
+                           : fs::is_fifo(status)           ? "a FIFO"
+                           : fs::is_socket(status)         ? "a socket"
+                                                           : "not a regular file";
+  FLASHDEBERTA_FAIL(path.string() << " is " << kind
+                                  << "; the output is written to a temporary file and renamed over it, which would "
+                                     "replace it, so it must be a regular file or not exist");
+}
+
 namespace detail {
 
 // Owns the temporary file until commit(); on any exit without commit() it is closed and removed.
 class TempFileForRename {
  public:
   explicit TempFileForRename(std::filesystem::path const& destination) : destination_(destination) {
+    require_replaceable_output(destination);
     std::filesystem::path const dir = destination.has_parent_path() ? destination.parent_path() : ".";
     std::string pattern = (dir / ("." + destination.filename().string() + ".tmp.XXXXXX")).string();
     fd_ = ::mkstemp(pattern.data());
