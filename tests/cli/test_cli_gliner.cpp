@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -159,6 +160,26 @@ TEST_CASE("gliner: one-line errors") {
   check_one_line_error(run_cli({"gliner", "--model", model, "--labels", "person", "--max-tokens", "8", "--",
                                 "Ada Lovelace met Charles Babbage in London."}),
                        1, "--max-tokens 8");
+  // A max_width that no memory holds (10^9: 9 x 10^9 span rows for 9 words) is refused at once, naming the sizes
+  // (before: a bare "out of memory", and at 10^8 40 s and 10 GB before failing).
+  {
+    flashdeberta::testing::ScratchDir const dir;
+    std::filesystem::path const from = gliner_dir() / "span_markerV0";
+    for (auto const& entry : std::filesystem::directory_iterator(from)) {
+      if (entry.path().filename() != "gliner_config.json") {
+        std::filesystem::create_symlink(std::filesystem::canonical(entry.path()), dir / entry.path().filename());
+      }
+    }
+    std::ifstream in(from / "gliner_config.json");
+    json config = json::parse(in);
+    config["max_width"] = 1000000000;
+    dir.write("gliner_config.json", config.dump());
+    auto const start = std::chrono::steady_clock::now();
+    check_one_line_error(run_cli({"gliner", "--model", dir.path().string(), "--labels", "person,location",
+                                  "Ada Lovelace worked with Charles Babbage in London."}),
+                         1, "GLiNER: the spans of 9 words up to max_width 1000000000 (gliner_config.json) are");
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  }
   // --help lists the options.
   CliResult const help = run_cli({"gliner", "--help"});
   CHECK(help.status == 0);

@@ -14,7 +14,11 @@
 // scorer's pair matrix (the files say why).
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
+#include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -72,6 +76,7 @@ class GLiNER {
     for (auto const& in : inputs) sequences.emplace_back(in.input_ids.begin(), in.input_ids.end());
     Batch const batch = Batch::from_sequences(sequences);
     GlinerBatch const layout = GlinerBatch::make(inputs, batch);
+    require_spans_fit(layout);
     P const& p = policy_;
     std::int64_t const d = config_.hidden_size;
     std::int64_t const w = layout.words();
@@ -194,6 +199,27 @@ class GLiNER {
     if (c.encoder.conv_kernel_size > 0)
       return Backbone(std::in_place_index<0>, policy, c.encoder, checkpoint, kGlinerBackbonePrefix, options);
     return Backbone(std::in_place_index<1>, policy, c.encoder, checkpoint, kGlinerBackbonePrefix, options);
+  }
+
+  // A span model holds W x max_width span rows of 4 D values (markers' hidden layer) and their int32 row indices;
+  // a hostile max_width (10^9 in gliner_config.json) is refused here, naming the sizes, before any of it is built.
+  void require_spans_fit(GlinerBatch const& layout) const {
+    if (config_.token_level()) return;
+    double const rows = static_cast<double>(layout.words()) * static_cast<double>(config_.max_width);
+    double const bytes = rows * (4.0 * static_cast<double>(config_.hidden_size) * sizeof(float) + 3.0 * sizeof(int));
+    std::optional<std::int64_t> available;
+    if constexpr (ReportsAvailableMemory<P>) available = policy_.available_memory_bytes();
+    bool const too_many_rows = rows > static_cast<double>(std::numeric_limits<std::int32_t>::max());
+    if (!too_many_rows && (!available || bytes <= static_cast<double>(*available))) return;
+    auto const shown = static_cast<std::int64_t>(std::min(bytes, 9.0e18));
+    FLASHDEBERTA_FAIL("GLiNER: the spans of "
+                      << layout.words() << " words up to max_width " << config_.max_width
+                      << " (gliner_config.json) are " << static_cast<std::int64_t>(rows) << " rows of "
+                      << 4 * config_.hidden_size << " values, about " << detail::format_gib(shown)
+                      << (too_many_rows ? ", more rows than int32 indices reach"
+                                        : ", but only " + detail::format_gib(*available) + " are available to the " +
+                                              P::name() + " policy")
+                      << "; use fewer or shorter texts per forward, or a smaller max_width");
   }
 
   // GLiNER's class_token_index: the tokenizer's id of ent_token, over an embedding of len(tokenizer) rows.
