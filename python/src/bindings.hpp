@@ -28,6 +28,15 @@ runtime::RuntimeOptions runtime_options(std::filesystem::path const& model, std:
                                         std::string const& dtype, std::string const& attention, int threads,
                                         std::int64_t max_tokens);
 
+// The most host threads a model may ask for, the CLI's bound on --threads.
+inline constexpr int kMaxThreads = 4096;
+
+// Before a load or call that runs on `threads` threads (0: every core): with more than one, a UsageError in a
+// child forked after this process had run work on several threads (GNU OpenMP would hang there), else it notes
+// that such work ran. register_fork_handler (module init) installs the pthread_atfork hook behind it.
+void require_fork_safe(int threads);
+void register_fork_handler();
+
 // A head output left on the GPU as a flashdeberta._native.DeviceArray (DLPack producer, dlpack.cpp).
 py::object device_array(runtime::DeviceTensor tensor);
 

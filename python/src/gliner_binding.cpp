@@ -28,6 +28,7 @@ class Gliner {
   py::list predict_entities(std::vector<std::string> const& texts, std::vector<std::string> const& labels,
                             double threshold, bool flat_ner, bool multi_label, std::string const& long_text,
                             std::optional<std::int64_t> window_overlap) const {
+    require_fork_safe(model_->threads());
     std::optional<GlinerLongText> const mode = parse_gliner_long_text(long_text);
     if (!mode) {
       throw runtime::UsageError("long_text '" + long_text + "' is not one of " + kGlinerLongTextValues);

@@ -81,6 +81,7 @@ class Model {
   // on_device: the outputs stay in GPU memory as DeviceArrays (DLPack), for a model on CUDA. input_ids is a
   // numpy array; attention_mask and token_type_ids numpy arrays or None.
   py::object call(py::handle input_ids, py::handle attention_mask, py::handle token_type_ids, bool on_device) const {
+    require_fork_safe(backend_->threads());
     IntegerArray const ids = integer_array(input_ids, "input_ids");
     std::optional<IntegerArray> mask, types;
     if (!attention_mask.is_none()) {

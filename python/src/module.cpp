@@ -3,7 +3,11 @@
 // (flashdeberta::Error, the runtime's UsageError), an allocation that failed MemoryError.
 #include "bindings.hpp"
 
+#include <pthread.h>
+
+#include <atomic>
 #include <ctime>
+#include <limits>
 #ifdef __GLIBCXX__
 #include <cxxabi.h>
 #endif
@@ -15,9 +19,47 @@
 
 namespace flashdeberta::python {
 
+namespace {
+
+// Whether this process has run work on several OpenMP threads (set before such a call or load), and whether it
+// is a child forked after that: GNU OpenMP keeps the forking thread's team in the child, whose threads are
+// gone, so the child's next parallel region waits for them forever.
+std::atomic<bool> ran_parallel{false};
+std::atomic<bool> forked_after_parallel{false};
+
+void on_fork_child() {
+  if (ran_parallel.load()) forked_after_parallel.store(true);
+}
+
+}  // namespace
+
+void require_fork_safe(int threads) {
+  if (threads == 1) return;
+  if (forked_after_parallel.load()) {
+    throw runtime::UsageError(
+        "this process was forked (os.fork, or multiprocessing's 'fork' start method) after flashdeberta had run "
+        "work on several threads, and GNU OpenMP cannot start threads again in a forked child (the call would "
+        "hang): load and run models in processes started with multiprocessing's 'spawn' or 'forkserver' method, "
+        "or with threads=1 in this process");
+  }
+  if (!ran_parallel.load(std::memory_order_relaxed)) ran_parallel.store(true);  // no write per call
+}
+
+void register_fork_handler() { ::pthread_atfork(nullptr, nullptr, &on_fork_child); }
+
 runtime::RuntimeOptions runtime_options(std::filesystem::path const& model, std::string const& backend,
                                         std::string const& dtype, std::string const& attention, int threads,
                                         std::int64_t max_tokens) {
+  // The CLI's bounds (--threads, --max-tokens): an OpenMP team of a million threads crashes the process.
+  if (threads < 0 || threads > kMaxThreads) {
+    throw runtime::UsageError("threads " + std::to_string(threads) + " is outside [0, " + std::to_string(kMaxThreads) +
+                              "] (0: every core)");
+  }
+  if (max_tokens < 1 || max_tokens > std::numeric_limits<std::int32_t>::max()) {
+    throw runtime::UsageError("max_tokens " + std::to_string(max_tokens) + " is outside [1, " +
+                              std::to_string(std::numeric_limits<std::int32_t>::max()) + "]");
+  }
+  require_fork_safe(threads);
   runtime::RuntimeOptions options;
   options.model = model;
   if (backend == "eigen") {
@@ -102,6 +144,7 @@ PYBIND11_MODULE(_native, m) {
   m.doc() = "flashdeberta's C++ library: tokenizers, models and pipelines (use the flashdeberta package)";
   m.attr("__version__") = FLASHDEBERTA_VERSION_STRING;
   fp::translate_errors();
+  fp::register_fork_handler();
   m.def(
       "native_seconds",
       [](bool reset) {

@@ -47,6 +47,7 @@ class Pipeline {
   }
 
   py::list fill_mask(std::vector<std::string> const& texts, std::size_t top_k) const {
+    require_fork_safe(pipeline_->threads());
     std::vector<std::vector<std::vector<pipelines::MaskPrediction>>> results;
     {
       py::gil_scoped_release const unlocked;
@@ -71,6 +72,7 @@ class Pipeline {
 
   py::list classify(std::vector<std::string> const& texts, std::optional<std::vector<std::string>> const& pairs,
                     std::optional<std::size_t> top_k) const {
+    require_fork_safe(pipeline_->threads());
     std::vector<std::vector<pipelines::LabelScore>> results;
     {
       py::gil_scoped_release const unlocked;
@@ -87,6 +89,7 @@ class Pipeline {
   }
 
   py::list ner(std::vector<std::string> const& texts) const {
+    require_fork_safe(pipeline_->threads());
     std::vector<std::vector<pipelines::Entity>> results;
     {
       py::gil_scoped_release const unlocked;
@@ -106,6 +109,7 @@ class Pipeline {
   }
 
   py::dict answer(std::string const& question, std::string const& context) const {
+    require_fork_safe(pipeline_->threads());
     runtime::Answer a;
     {
       py::gil_scoped_release const unlocked;
@@ -119,6 +123,7 @@ class Pipeline {
   // Per sequence, HF's {"sequence", "labels", "scores"}.
   py::list zero_shot(std::vector<std::string> const& sequences, std::vector<std::string> const& candidate_labels,
                      std::string const& hypothesis_template, bool multi_label) const {
+    require_fork_safe(pipeline_->threads());
     std::vector<runtime::ZeroShotResult> results;
     {
       py::gil_scoped_release const unlocked;
@@ -138,6 +143,7 @@ class Pipeline {
   std::vector<float> rerank_logits(std::string const& query, std::vector<std::string> const& passages,
                                    std::optional<std::size_t> max_length,
                                    std::optional<std::string> const& truncation) const {
+    require_fork_safe(pipeline_->threads());
     runtime::Truncate truncate;
     if (truncation) truncate.strategy = tokenizer::parse_truncation(*truncation);
     truncate.max_length = max_length;
