@@ -1,6 +1,15 @@
 """Argument checks the package's entry points share, raising what transformers raises for the same mistakes."""
 
+import numbers
 import os
+
+# The bounds the CLI puts on --threads and --max-tokens (examples/cli/args.cpp): an OpenMP team of a million
+# threads crashes the process instead of failing.
+MAX_THREADS = 4096
+MAX_TOKENS = 2**31 - 1
+# What a count without an upper bound (top_k, top_n, batch_size, max_length) is clamped to: beyond it means
+# "all" anyway, and the C++ side takes 64-bit integers.
+_LARGEST = 2**62
 
 
 def checkpoint_path(path, what, must_exist=False):
@@ -14,10 +23,54 @@ def checkpoint_path(path, what, must_exist=False):
     return directory
 
 
+def check_text(text, name):
+    """ValueError for a str that is not valid Unicode text (a lone surrogate such as '\\ud800', which has no
+    UTF-8 form and cannot reach the tokenizer). ASCII texts, the common case, cost nothing."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"{name} is not valid Unicode text: {e.reason} {text[e.start]!r} at index {e.start} "
+                             "(a lone surrogate has no UTF-8 form)") from None
+    return text
+
+
 def text_list(value, name):
     """A str or a list/tuple of str as (list, whether it was a single text)."""
     if isinstance(value, str):
-        return [value], True
+        return [check_text(value, name)], True
     if isinstance(value, (list, tuple)) and all(isinstance(t, str) for t in value):
+        for i, t in enumerate(value):
+            check_text(t, f"{name}[{i}]")
         return list(value), False
     raise ValueError(f"{name} must be a str or a list of str, not {type(value).__name__}")
+
+
+def integer(value, name, minimum, maximum=None, *, clamp=False):
+    """An int argument (a Python or numpy integer; not a bool, float or str, which int() would quietly
+    convert) at least `minimum`. Above `maximum` it is a ValueError, or with clamp=True `maximum` (a count
+    beyond every item means all of them); without `maximum`, values past 2**62 are clamped."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an int, not {type(value).__name__} {value!r}")
+    value = int(value)
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, not {value}")
+    if maximum is None:
+        return min(value, _LARGEST)
+    if value > maximum:
+        if clamp:
+            return maximum
+        raise ValueError(f"{name} must be at most {maximum}, not {value}")
+    return value
+
+
+def threads_and_max_tokens(threads, max_tokens):
+    """from_pretrained's threads (0: every core) and max_tokens, in the CLI's bounds."""
+    return (integer(threads, "threads", 0, MAX_THREADS), integer(max_tokens, "max_tokens", 1, MAX_TOKENS))
+
+
+def real(value, name):
+    """A float argument from a real number (not a str, which float() would parse)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number, not {type(value).__name__} {value!r}")
+    return float(value)

@@ -17,7 +17,7 @@ long_text="single_pass" encodes every word in one sequence, which GLiNER never d
 import os
 
 from . import _native
-from ._arguments import checkpoint_path, text_list
+from ._arguments import check_text, checkpoint_path, integer, real, text_list, threads_and_max_tokens
 from .models import backend_for
 
 
@@ -29,6 +29,8 @@ def _long_text(long_text, window_overlap):
         raise ValueError(f"long_text must be one of {', '.join(map(repr, _LONG_TEXT))}, not {long_text!r}")
     if window_overlap is not None and (isinstance(window_overlap, bool) or not isinstance(window_overlap, int)):
         raise ValueError(f"window_overlap must be an int or None, not {type(window_overlap).__name__}")
+    if window_overlap is not None:  # past int64 it is still outside [0, max_len - 1], as the C++ check says
+        window_overlap = max(-2**62, min(window_overlap, 2**62))
     return long_text, window_overlap
 
 
@@ -36,6 +38,8 @@ def _labels(labels):
     if isinstance(labels, str) or not isinstance(labels, (list, tuple)) or not all(
             isinstance(label, str) for label in labels):
         raise ValueError(f"labels must be a list of str, not {type(labels).__name__}")
+    for i, label in enumerate(labels):
+        check_text(label, f"labels[{i}]")
     return list(labels)
 
 
@@ -58,7 +62,8 @@ class GLiNER:
         if not os.path.isdir(directory):
             raise OSError(f"{directory}: no such directory (a GLiNER model directory with gliner_config.json is "
                           "expected)")
-        native = _native.Gliner(directory, backend_for(device, backend), attention, int(threads), int(max_tokens))
+        threads, max_tokens = threads_and_max_tokens(threads, max_tokens)
+        native = _native.Gliner(directory, backend_for(device, backend), attention, threads, max_tokens)
         return cls(native, directory)
 
     def predict_entities(self, text, labels, flat_ner=True, threshold=0.5, multi_label=False, *,
@@ -68,6 +73,7 @@ class GLiNER:
         long_text and window_overlap as the module says."""
         if not isinstance(text, str):
             raise ValueError(f"text must be a str, not {type(text).__name__}")
+        check_text(text, "text")
         return self.batch_predict_entities([text], labels, flat_ner=flat_ner, threshold=threshold,
                                            multi_label=multi_label, long_text=long_text,
                                            window_overlap=window_overlap)[0]
@@ -82,10 +88,8 @@ class GLiNER:
         if single:
             raise ValueError("texts must be a list of str (predict_entities takes one text)")
         labels = _labels(labels)
-        size = self.batch_size if batch_size is None else int(batch_size)
-        if size < 1:
-            raise ValueError(f"batch_size must be at least 1, not {size}")
-        threshold = float(threshold)
+        size = self.batch_size if batch_size is None else integer(batch_size, "batch_size", 1)
+        threshold = real(threshold, "threshold")
         results = []
         for first in range(0, len(texts), size):
             results.extend(self._native.predict_entities(texts[first:first + size], labels, threshold,

@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from . import _native
-from ._arguments import checkpoint_path
+from ._arguments import checkpoint_path, threads_and_max_tokens
 
 # model(input_ids, attention_mask, token_type_ids, on_device) for a _native.Model, without pybind11's dispatcher.
 _call = _native.call_model
@@ -70,16 +70,20 @@ class PreTrainedModel(_native.ModelBase):
         self.name_or_path = directory
         self.device = "cuda" if backend_for(device, backend) == "cuda" else "cpu"
         self.dtype = dtype_name(dtype)
+        threads, max_tokens = threads_and_max_tokens(threads, max_tokens)
         # The C++ loader first: its strict reader names what is wrong with a config.json, then Python reads it.
         self._native = _native.Model(directory, head, backend_for(device, backend), self.dtype, attention,
-                                     int(threads), int(max_tokens), ModelOutput)
+                                     threads, max_tokens, ModelOutput)
         self.config = read_config(directory)
 
     @property
     def id2label(self):
-        labels = self.config.get("id2label") or {}
-        count = self.config.get("num_labels", len(labels) or 2)
-        return {i: labels.get(str(i), f"LABEL_{i}") for i in range(count)}
+        # HF's PretrainedConfig rule, which the C++ loader follows too: id2label, when there is one, gives the
+        # labels and their number (a num_labels key beside it is overridden); else num_labels (2 by default).
+        labels = self.config.get("id2label")
+        if labels:
+            return {int(i): label for i, label in sorted(labels.items(), key=lambda item: int(item[0]))}
+        return {i: f"LABEL_{i}" for i in range(self.config.get("num_labels", 2))}
 
     @property
     def label2id(self):

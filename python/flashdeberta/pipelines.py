@@ -4,7 +4,7 @@ structures; and "rerank" (text-embeddings-inference's /rerank) with a cross-enco
 
 
 from . import _native
-from ._arguments import checkpoint_path, text_list
+from ._arguments import check_text, checkpoint_path, integer, text_list, threads_and_max_tokens
 from .models import backend_for, dtype_name
 
 _TASKS = {"fill-mask": "fill-mask", "text-classification": "text-classification",
@@ -27,10 +27,7 @@ class Pipeline:
         self.batch_size = batch_size
 
     def _batch_size(self, batch_size):
-        size = self.batch_size if batch_size is None else int(batch_size)
-        if size < 1:
-            raise ValueError(f"batch_size must be at least 1, not {size}")
-        return size
+        return self.batch_size if batch_size is None else integer(batch_size, "batch_size", 1)
 
     def _run(self, texts, run, batch_size):
         results = []
@@ -48,9 +45,8 @@ class FillMaskPipeline(Pipeline):
         texts, single = text_list(inputs, "inputs")
         if not texts:
             return []
-        if int(top_k) < 1:
-            raise ValueError(f"top_k must be at least 1, not {top_k}")
-        per_text = self._run(texts, lambda batch: self._native.fill_mask(batch, int(top_k)), batch_size)
+        top_k = integer(top_k, "top_k", 1)
+        per_text = self._run(texts, lambda batch: self._native.fill_mask(batch, top_k), batch_size)
         outputs = [masks[0] if len(masks) == 1 else masks for masks in per_text]
         # HF returns a one-text list's result unwrapped, as for a single text.
         return outputs[0] if single or len(outputs) == 1 else outputs
@@ -67,11 +63,12 @@ class TextClassificationPipeline(Pipeline):
         texts, pairs = [], []
         for item in items:
             if isinstance(item, str):
-                texts.append(item)
+                texts.append(check_text(item, "inputs"))
                 pairs.append(None)
             elif isinstance(item, dict) and set(item) <= {"text", "text_pair"} and isinstance(item.get("text"), str):
-                texts.append(item["text"])
-                pairs.append(item.get("text_pair"))
+                texts.append(check_text(item["text"], "inputs['text']"))
+                pair = item.get("text_pair")
+                pairs.append(check_text(pair, "inputs['text_pair']") if isinstance(pair, str) else pair)
             else:
                 raise ValueError("text-classification takes a str, a {'text', 'text_pair'} dict or a list of "
                                  f"them, not {type(item).__name__}")
@@ -79,9 +76,7 @@ class TextClassificationPipeline(Pipeline):
             return []
         if any(p is not None for p in pairs) and not all(isinstance(p, str) for p in pairs):
             raise ValueError("every input of one call needs a text_pair (str) when one has it")
-        k = None if legacy or top_k is None else int(top_k)
-        if k is not None and k < 1:
-            raise ValueError(f"top_k must be at least 1 or None, not {top_k}")
+        k = None if legacy or top_k is None else integer(top_k, "top_k", 1)
 
         size = self._batch_size(batch_size)
         results = []
@@ -110,14 +105,15 @@ class QuestionAnsweringPipeline(Pipeline):
         if inputs is None:
             if not isinstance(question, str) or not isinstance(context, str):
                 raise ValueError("question-answering needs question= and context= (str)")
-            return self._native.answer(question, context)
+            return self._native.answer(check_text(question, "question"), check_text(context, "context"))
         items = inputs if isinstance(inputs, list) else [inputs]
         answers = []
         for item in items:
             if not (isinstance(item, dict) and isinstance(item.get("question"), str)
                     and isinstance(item.get("context"), str)):
                 raise ValueError("question-answering takes {'question': str, 'context': str} dicts")
-            answers.append(self._native.answer(item["question"], item["context"]))
+            answers.append(self._native.answer(check_text(item["question"], "question"),
+                                               check_text(item["context"], "context")))
         return answers if isinstance(inputs, list) else answers[0]
 
 
@@ -137,7 +133,10 @@ class ZeroShotClassificationPipeline(Pipeline):
             raise ValueError("candidate_labels must be a str of comma-separated labels or a list of str")
         if not candidate_labels or not texts:
             raise ValueError("You must include at least one label and at least one sequence.")
-        run = lambda batch: self._native.zero_shot(batch, list(candidate_labels), str(hypothesis_template),
+        for i, label in enumerate(candidate_labels):
+            check_text(label, f"candidate_labels[{i}]")
+        hypothesis_template = check_text(str(hypothesis_template), "hypothesis_template")
+        run = lambda batch: self._native.zero_shot(batch, list(candidate_labels), hypothesis_template,
                                                    bool(multi_label))
         results = self._run(texts, run, batch_size)
         return results[0] if single else results
@@ -154,18 +153,16 @@ class RerankPipeline(Pipeline):
         longest_first (as the CLI's --max-length). batch_size counts passages per forward pass."""
         if not isinstance(query, str):
             raise ValueError(f"query must be a str, not {type(query).__name__}")
+        check_text(query, "query")
         texts, _ = text_list(passages, "passages")
-        if top_n is not None and int(top_n) < 1:
-            raise ValueError(f"top_n must be at least 1 or None, not {top_n}")
+        top_n = None if top_n is None else integer(top_n, "top_n", 1)
         if truncation is True:
             truncation = "longest_first"
         strategy = None if truncation is False or truncation is None else str(truncation)
-        length = None if max_length is None else int(max_length)
-        if length is not None and length < 1:
-            raise ValueError(f"max_length must be at least 1, not {max_length}")
+        length = None if max_length is None else integer(max_length, "max_length", 1)
         logits = self._run(texts, lambda batch: self._native.rerank_logits(query, batch, length, strategy),
                            batch_size)
-        ranked = _native.rank_passages(logits, None if top_n is None else int(top_n), bool(raw_scores))
+        ranked = _native.rank_passages(logits, top_n, bool(raw_scores))
         if return_text:  # TEI's key order: index, text, score
             ranked = [{"index": r["index"], "text": texts[r["index"]], "score": r["score"]} for r in ranked]
         return ranked
@@ -188,9 +185,8 @@ def pipeline(task, model=None, tokenizer=None, *, device="cpu", dtype="float32",
         raise ValueError("pipeline() needs model=, a checkpoint directory (flashdeberta downloads nothing)")
     model = checkpoint_path(model, "model", must_exist=True)
     tokenizer = None if tokenizer is None else checkpoint_path(tokenizer, "tokenizer")
-    if int(batch_size) < 1:
-        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+    batch_size = integer(batch_size, "batch_size", 1)
+    threads, max_tokens = threads_and_max_tokens(threads, max_tokens)
     native = _native.Pipeline(_TASKS[task], model, tokenizer,
-                              backend_for(device, backend), dtype_name(dtype), attention, int(threads),
-                              int(max_tokens))
-    return _CLASSES[_TASKS[task]](native, _TASKS[task], int(batch_size))
+                              backend_for(device, backend), dtype_name(dtype), attention, threads, max_tokens)
+    return _CLASSES[_TASKS[task]](native, _TASKS[task], batch_size)

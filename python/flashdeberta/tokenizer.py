@@ -1,9 +1,11 @@
 """AutoTokenizer: the checkpoint's tokenizer (SentencePiece for v2/v3, byte-level BPE for v1), called as
 transformers' tokenizers are, giving numpy arrays (HF's return_tensors="np") by default."""
 
+import numbers
+import operator
 
 from . import _native
-from ._arguments import checkpoint_path, text_list
+from ._arguments import MAX_TOKENS, check_text, checkpoint_path, integer, text_list
 
 _PADDING = {False: "do_not_pad", None: "do_not_pad", "do_not_pad": "do_not_pad", True: "longest",
             "longest": "longest", "max_length": "max_length"}
@@ -43,6 +45,12 @@ class Tokenizer:
             max_length = self.model_max_length  # HF's default; None (no limit) when the config has none
         if pad == "max_length" and max_length is None:
             raise ValueError("padding='max_length' needs max_length (tokenizer_config.json has no model_max_length)")
+        if max_length is not None:
+            if isinstance(max_length, numbers.Integral) and not isinstance(max_length, bool) and max_length < 0:
+                raise ValueError(f"max_length {max_length} is negative")
+            # Past 2**62 it cuts nothing; padding to it is bounded as --max-tokens is (an array of that many
+            # positions per text is more memory than there is).
+            max_length = integer(max_length, "max_length", 0, MAX_TOKENS if pad == "max_length" else None)
         if return_tensors not in ("np", None):
             raise ValueError(f"return_tensors={return_tensors!r}: flashdeberta returns numpy arrays ('np') or "
                              "lists (None)")
@@ -71,27 +79,48 @@ class Tokenizer:
         keys = rows[0].keys()
         return {k: rows[0][k] if single else [r[k] for r in rows] for k in keys}
 
+    def _one_text(self, text, text_pair):
+        if not isinstance(text, str):
+            raise ValueError(f"text must be a str, not {type(text).__name__}")
+        if text_pair is not None and not isinstance(text_pair, str):
+            raise ValueError(f"text_pair must be a str or None, not {type(text_pair).__name__}")
+        return check_text(text, "text"), None if text_pair is None else check_text(text_pair, "text_pair")
+
     def encode(self, text, text_pair=None, add_special_tokens=True):
         """The ids of one text (with its pair), as a list."""
-        return self._native.tokens(text, text_pair, add_special_tokens)[0]
+        return self._native.tokens(*self._one_text(text, text_pair), bool(add_special_tokens))[0]
 
     def tokenize(self, text, text_pair=None, add_special_tokens=False):
         """The token strings of one text, without the special tokens by default (HF's tokenize)."""
-        return self._native.tokens(text, text_pair, add_special_tokens)[1]
+        return self._native.tokens(*self._one_text(text, text_pair), bool(add_special_tokens))[1]
+
+    @staticmethod
+    def _id(value):
+        # An integer (Python or numpy; a float is refused, not truncated), kept in int64 so that one far
+        # outside the vocabulary gets the library's "outside the vocabulary" answer.
+        try:
+            i = operator.index(value)
+        except TypeError:
+            raise ValueError(f"token ids must be integers, not {type(value).__name__} {value!r}") from None
+        return max(-2**62, min(i, 2**62))
 
     def decode(self, token_ids, skip_special_tokens=False):
-        ids = [int(i) for i in (token_ids.tolist() if hasattr(token_ids, "tolist") else token_ids)]
-        return self._native.decode(ids, skip_special_tokens)
+        if hasattr(token_ids, "tolist"):
+            token_ids = token_ids.tolist()
+        if isinstance(token_ids, int):
+            token_ids = [token_ids]  # HF decodes a single id too
+        ids = [self._id(i) for i in token_ids]
+        return self._native.decode(ids, bool(skip_special_tokens))
 
     def convert_ids_to_tokens(self, ids):
-        if isinstance(ids, int):
-            return self._native.id_to_token(ids)
-        return [self._native.id_to_token(int(i)) for i in ids]
+        if isinstance(ids, numbers.Integral):
+            return self._native.id_to_token(self._id(ids))
+        return [self._native.id_to_token(self._id(i)) for i in ids]
 
     def convert_tokens_to_ids(self, tokens):
         if isinstance(tokens, str):
-            return self._native.token_to_id(tokens)
-        return [self._native.token_to_id(t) for t in tokens]
+            return self._native.token_to_id(check_text(tokens, "tokens"))
+        return [self._native.token_to_id(check_text(t, "tokens") if isinstance(t, str) else t) for t in tokens]
 
     def __len__(self):
         """HF's len(tokenizer): the vocabulary with the added tokens ([MASK] for v3)."""
