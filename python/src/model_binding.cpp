@@ -31,6 +31,21 @@ struct IntegerArray {
   std::vector<std::int64_t> values() const { return {data, data + size}; }
 };
 
+// The size check of runtime::check_token_values, made on the array's shape before its values are converted
+// or copied: a 2**40-position view of one value (np.broadcast_to) or a billion-element uint8 array would
+// otherwise be made into int64 values (or fail to be, as a message naming nothing) before being refused.
+void check_positions(py::handle object, std::string const& name, std::int64_t max_tokens) {
+  auto const array = py::reinterpret_borrow<py::array>(object);
+  std::int64_t positions = 1;
+  for (py::ssize_t d = 0; d < array.ndim(); ++d) {
+    std::int64_t const size = array.shape(d);
+    if (size <= 0) return;  // empty: check_token_values names it
+    FLASHDEBERTA_REQUIRE(positions <= max_tokens / size,
+                         "model input: " << name << " holds more than --max-tokens " << max_tokens << " positions");
+    positions *= size;
+  }
+}
+
 IntegerArray integer_array(py::handle object, std::string const& name) {
   auto const read = [](py::array values) {
     IntegerArray out{std::move(values), {}, nullptr, 0};
@@ -82,13 +97,16 @@ class Model {
   // numpy array; attention_mask and token_type_ids numpy arrays or None.
   py::object call(py::handle input_ids, py::handle attention_mask, py::handle token_type_ids, bool on_device) const {
     require_fork_safe(backend_->threads());
+    check_positions(input_ids, "input_ids", max_tokens_);
     IntegerArray const ids = integer_array(input_ids, "input_ids");
     std::optional<IntegerArray> mask, types;
     if (!attention_mask.is_none()) {
+      check_positions(attention_mask, "attention_mask", max_tokens_);
       mask = integer_array(attention_mask, "attention_mask");
       FLASHDEBERTA_REQUIRE(mask->shape == ids.shape, "attention_mask has another shape than input_ids");
     }
     if (!token_type_ids.is_none()) {
+      check_positions(token_type_ids, "token_type_ids", max_tokens_);
       types = integer_array(token_type_ids, "token_type_ids");
       FLASHDEBERTA_REQUIRE(types->shape == ids.shape, "token_type_ids has another shape than input_ids");
     }
