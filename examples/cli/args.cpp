@@ -99,12 +99,11 @@ std::vector<OptionSpec> common_specs(CommonOptions& o, std::string_view command)
        }},
       {"threads", true, false,
        [&o, command](std::string_view v) {
-         o.threads = static_cast<int>(parse_integer("threads", v, 0, 4096, command));
+         o.threads = static_cast<int>(parse_integer("threads", v, 0, runtime::kMaxThreads, command));
        }},
-      // Batch offsets are int32: no forward can take more.
       {"max-tokens", true, false,
        [&o, command](std::string_view v) {
-         o.max_tokens = parse_integer("max-tokens", v, 1, std::numeric_limits<std::int32_t>::max(), command);
+         o.max_tokens = parse_integer("max-tokens", v, 1, runtime::kMaxTokensLimit, command);
        }},
   };
 }
@@ -206,7 +205,7 @@ std::optional<BenchOptions> parse_bench_options(std::span<char const* const> arg
   BenchOptions o;
   std::vector<OptionSpec> specs = common_specs(o.common, "bench");
   // Batch::cu_seqlens is int32, so the token count of one batch must fit in it.
-  constexpr std::int64_t kMaxTokens = std::numeric_limits<std::int32_t>::max();
+  constexpr std::int64_t kMaxTokens = runtime::kMaxTokensLimit;
   specs.push_back(
       {"batch", true, true, [&o](std::string_view v) { o.batch = parse_integer("batch", v, 1, kMaxTokens, "bench"); }});
   specs.push_back({"seq-len", true, true,

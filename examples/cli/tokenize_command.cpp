@@ -4,7 +4,6 @@
 #include <charconv>
 #include <cstdint>
 #include <iostream>
-#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -15,6 +14,7 @@
 
 #include "commands.hpp"
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/runtime/options.hpp"
 #include "flashdeberta/tokenizer/tokenizer.hpp"
 #include "pipeline_common.hpp"
 
@@ -84,7 +84,7 @@ std::optional<TokenizeOptions> parse_tokenize_options(std::span<char const* cons
       }
       o.max_length = static_cast<std::size_t>(n);
     } else if (name == "max-tokens") {
-      o.max_tokens = parse_integer_option("tokenize", "max-tokens", value, 1, std::numeric_limits<std::int32_t>::max());
+      o.max_tokens = parse_integer_option("tokenize", "max-tokens", value, 1, runtime::kMaxTokensLimit);
     } else {
       if (value != "longest_first" && value != "only_first" && value != "only_second") {
         tokenize_usage_fail("unknown truncation '" + value + "' (expected longest_first, only_first or only_second)");

@@ -3,10 +3,11 @@
 import numbers
 import os
 
-# The bounds the CLI puts on --threads and --max-tokens (examples/cli/args.cpp): an OpenMP team of a million
-# threads crashes the process instead of failing.
-MAX_THREADS = 4096
-MAX_TOKENS = 2**31 - 1
+from . import _native
+
+# The runtime's bounds on threads and max_tokens (runtime/options.hpp), the CLI's --threads and --max-tokens.
+MAX_THREADS = _native.MAX_THREADS
+MAX_TOKENS = _native.MAX_TOKENS
 # What a count without an upper bound (top_k, top_n, batch_size, max_length) is clamped to: beyond it means
 # "all" anyway, and the C++ side takes 64-bit integers.
 _LARGEST = 2**62

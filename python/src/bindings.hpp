@@ -28,9 +28,6 @@ runtime::RuntimeOptions runtime_options(std::filesystem::path const& model, std:
                                         std::string const& dtype, std::string const& attention, int threads,
                                         std::int64_t max_tokens);
 
-// The most host threads a model may ask for, the CLI's bound on --threads.
-inline constexpr int kMaxThreads = 4096;
-
 // Before a load or call that runs on `threads` threads (0: every core): with more than one, a UsageError in a
 // child forked after this process had run work on several threads (GNU OpenMP would hang there), else it notes
 // that such work ran. register_fork_handler (module init) installs the pthread_atfork hook behind it.

@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <ctime>
-#include <limits>
 #ifdef __GLIBCXX__
 #include <cxxabi.h>
 #endif
@@ -50,14 +49,14 @@ void register_fork_handler() { ::pthread_atfork(nullptr, nullptr, &on_fork_child
 runtime::RuntimeOptions runtime_options(std::filesystem::path const& model, std::string const& backend,
                                         std::string const& dtype, std::string const& attention, int threads,
                                         std::int64_t max_tokens) {
-  // The CLI's bounds (--threads, --max-tokens): an OpenMP team of a million threads crashes the process.
-  if (threads < 0 || threads > kMaxThreads) {
-    throw runtime::UsageError("threads " + std::to_string(threads) + " is outside [0, " + std::to_string(kMaxThreads) +
-                              "] (0: every core)");
+  // The runtime's bounds, as the CLI's --threads and --max-tokens have them.
+  if (threads < 0 || threads > runtime::kMaxThreads) {
+    throw runtime::UsageError("threads " + std::to_string(threads) + " is outside [0, " +
+                              std::to_string(runtime::kMaxThreads) + "] (0: every core)");
   }
-  if (max_tokens < 1 || max_tokens > std::numeric_limits<std::int32_t>::max()) {
+  if (max_tokens < 1 || max_tokens > runtime::kMaxTokensLimit) {
     throw runtime::UsageError("max_tokens " + std::to_string(max_tokens) + " is outside [1, " +
-                              std::to_string(std::numeric_limits<std::int32_t>::max()) + "]");
+                              std::to_string(runtime::kMaxTokensLimit) + "]");
   }
   require_fork_safe(threads);
   runtime::RuntimeOptions options;
@@ -143,6 +142,8 @@ PYBIND11_MODULE(_native, m) {
   namespace fp = flashdeberta::python;
   m.doc() = "flashdeberta's C++ library: tokenizers, models and pipelines (use the flashdeberta package)";
   m.attr("__version__") = FLASHDEBERTA_VERSION_STRING;
+  m.attr("MAX_THREADS") = flashdeberta::runtime::kMaxThreads;  // the package checks its arguments against these
+  m.attr("MAX_TOKENS") = flashdeberta::runtime::kMaxTokensLimit;
   fp::translate_errors();
   fp::register_fork_handler();
   m.def(

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -31,6 +32,12 @@ enum class BackendKind { kEigen, kKokkos, kCuda };
 // of allocating for minutes: at 65536 tokens a v3-base forward already holds 1.6 GB of activations and a
 // masked-LM head over its 128k vocabulary 34 GB of logits.
 inline constexpr std::int64_t kDefaultMaxTokens = 65536;
+
+// The bounds every front end (CLI, server, Python) puts on RuntimeOptions: batch offsets are int32, so no
+// forward takes more tokens; an OpenMP team far past the machine's cores crashes the process (10^6 threads)
+// instead of failing.
+inline constexpr std::int64_t kMaxTokensLimit = std::numeric_limits<std::int32_t>::max();
+inline constexpr int kMaxThreads = 4096;
 
 struct RuntimeOptions {
   std::filesystem::path model;
