@@ -248,10 +248,13 @@ TEST_CASE("a failing writer leaves the destination as it was") {
   CHECK(read_all(path) == before);
   CHECK(dir.count() == 1);
 
-  // An I/O failure after the temporary exists (the destination is a directory) also cleans up.
+  // A destination that is not a regular file (here a directory) is refused before any temporary exists.
   std::filesystem::create_directory(dir / "taken");
   CHECK(error_message([&] {
           write_safetensors(dir / "taken", {{"a", DType::kF32, {2}, as_bytes_of(good)}});
-        }).find("cannot rename") != std::string::npos);
+        }) == (dir / "taken").string() +
+                 " is a directory; the output is written to a temporary file and renamed over it, which would "
+                 "replace it, so it must be a regular file or not exist");
+  CHECK(std::filesystem::is_directory(dir / "taken"));
   CHECK(dir.count() == 2);
 }
