@@ -1,6 +1,7 @@
 // Tokenizer files written to break the loader: ids outside [0, 2^31) (which overflowed where the next
-// free id is computed), ids shared by two tokens, merges of unknown symbols, model_max_length past int64
-// or negative, the id space running out, and files of many added tokens (which took quadratic time).
+// free id is computed), ids shared by two tokens, merges of unknown symbols, model_max_length past int64,
+// negative or not a number, the id space running out, and files of many added tokens (which took quadratic
+// time).
 // Each is refused with an error naming the file, the token and the id, or loads in linear time. tokenizer.json
 // files that are malformed or hold values of the wrong type are refused naming the file and the field.
 #include <doctest/doctest.h>
@@ -186,15 +187,29 @@ TEST_CASE("a special token that needs an id past 2^31 - 1 is refused") {
   CHECK(flashdeberta::load_tokenizer(fits.dir.path()).mask_token_id() == 2147483647);
 }
 
-TEST_CASE("tokenizer_config.json: model_max_length past int64 is no limit, a negative one is refused") {
+TEST_CASE("tokenizer_config.json: model_max_length past int64 or null is no limit, negative, fractional or "
+          "non-numeric is refused") {
   CHECK(contains(error_with("tokenizer_config.json", R"({"model_max_length": -5})"),
                  "key 'model_max_length' is negative (-5)"));
+  CHECK(contains(error_with("tokenizer_config.json", R"({"model_max_length": -1e300})"),
+                 "key 'model_max_length' is negative (-1e+300)"));
+  // Read as no limit, a typo would silently lift truncation.
+  CHECK(contains(error_with("tokenizer_config.json", R"({"model_max_length": "x"})"),
+                 "key 'model_max_length' must be an integer (or null for no limit), found string \"x\""));
+  CHECK(contains(error_with("tokenizer_config.json", R"({"model_max_length": 512.5})"),
+                 "key 'model_max_length' must be an integer (or null for no limit), found number 512.5"));
+  CHECK(contains(error_with("tokenizer_config.json", R"({"model_max_length": true})"),
+                 "key 'model_max_length' must be an integer (or null for no limit), found boolean true"));
   TempDir const dir;
   dir.write("tokenizer_config.json", R"({"model_max_length": 18446744073709551615})");
   CHECK_FALSE(tok::load_tokenizer_config(dir.path()).model_max_length.has_value());
   dir.write("tokenizer_config.json", R"({"model_max_length": 1e30})");
   CHECK_FALSE(tok::load_tokenizer_config(dir.path()).model_max_length.has_value());
+  dir.write("tokenizer_config.json", R"({"model_max_length": null})");
+  CHECK_FALSE(tok::load_tokenizer_config(dir.path()).model_max_length.has_value());
   dir.write("tokenizer_config.json", R"({"model_max_length": 512})");
+  CHECK(tok::load_tokenizer_config(dir.path()).model_max_length == 512);
+  dir.write("tokenizer_config.json", R"({"model_max_length": 512.0})");
   CHECK(tok::load_tokenizer_config(dir.path()).model_max_length == 512);
 }
 
