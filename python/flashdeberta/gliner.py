@@ -14,6 +14,7 @@ default). long_text="windows" reads all of it in overlapping windows of at most 
 long_text="single_pass" encodes every word in one sequence, which GLiNER never does (docs/gliner.md,
 "Long texts")."""
 
+import numbers
 import os
 
 from . import _native
@@ -27,10 +28,11 @@ _LONG_TEXT = ("truncate", "windows", "single_pass")
 def _long_text(long_text, window_overlap):
     if not isinstance(long_text, str) or long_text not in _LONG_TEXT:
         raise ValueError(f"long_text must be one of {', '.join(map(repr, _LONG_TEXT))}, not {long_text!r}")
-    if window_overlap is not None and (isinstance(window_overlap, bool) or not isinstance(window_overlap, int)):
+    if window_overlap is not None and (isinstance(window_overlap, bool)
+                                       or not isinstance(window_overlap, numbers.Integral)):
         raise ValueError(f"window_overlap must be an int or None, not {type(window_overlap).__name__}")
     if window_overlap is not None:  # past int64 it is still outside [0, max_len - 1], as the C++ check says
-        window_overlap = max(-2**62, min(window_overlap, 2**62))
+        window_overlap = max(-2**62, min(int(window_overlap), 2**62))
     return long_text, window_overlap
 
 

@@ -233,6 +233,30 @@ void run_gliner_missing_tensor(P const& policy) {
   CHECK(message.find("missing") != std::string::npos);
 }
 
+// class_token_index -1 means "the id of ent_token"; any other value must be that id: -5 was taken as -1.
+template <ExecutionPolicy P>
+void run_gliner_class_token_index(P const& policy) {
+  std::filesystem::path const src = gliner_fixture_dir() / "span_marker";
+  std::filesystem::path const dir =
+      std::filesystem::temp_directory_path() / ("flashdeberta_gliner_class_token_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  for (char const* f : {"model.safetensors", "tokenizer.json", "tokenizer_config.json"})
+    std::filesystem::copy_file(std::filesystem::canonical(src / f), dir / f);
+  io::Json config = read_json_file(src / "gliner_config.json");
+  config["class_token_index"] = -5;
+  std::ofstream(dir / "gliner_config.json") << config.dump();
+  std::string message;
+  try {
+    (void)GLiNER<P>::load(policy, dir);
+  } catch (Error const& e) {
+    message = e.what();
+  }
+  std::filesystem::remove_all(dir);
+  INFO("message: " << message);
+  CHECK(message.find("key 'class_token_index' is -5 but the tokenizer's '<<ENT>>' is token ") != std::string::npos);
+}
+
 inline void run_gliner_word_splitter() {
   auto const spans = [](std::string const& text) {
     std::vector<std::string> out;

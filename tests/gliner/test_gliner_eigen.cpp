@@ -11,6 +11,10 @@ TEST_CASE("gliner: a missing tensor is refused through EigenPolicy") {
   flashdeberta::testing::run_gliner_missing_tensor(flashdeberta::EigenPolicy(2));
 }
 
+TEST_CASE("gliner: a class_token_index other than ent_token's id is refused") {
+  flashdeberta::testing::run_gliner_class_token_index(flashdeberta::EigenPolicy(2));
+}
+
 // Eigen sizes its GEMM blocks from the row count, so a text's sums may run in another order in a batch: its
 // results agree to a few float32 ulps of the logits (6.7e-6 measured), not bit for bit as KokkosPolicy's.
 TEST_CASE("gliner: a batch with per-text label sets gives each text its result alone, through EigenPolicy") {

@@ -4,6 +4,7 @@ the same as the CLI's `gliner` command; and the errors (OSError for a missing or
 ValueError for bad arguments); long_text windows and single_pass past max_len."""
 import threading
 
+import numpy as np
 import pytest
 
 from conftest import FIXTURES, json_lines, read_json, run_cli
@@ -139,6 +140,9 @@ def test_long_text(fd):
         assert e["text"] == text[e["start"]:e["end"]]
     batch = model.batch_predict_entities([text, base], labels, threshold=0.5, long_text="windows", window_overlap=20)
     check_entities(batch[1], alone)
+    # A numpy integer is an integer, as for every other count argument.
+    assert model.batch_predict_entities([text, base], labels, threshold=0.5, long_text="windows",
+                                        window_overlap=np.int64(20)) == batch
 
 
 def test_long_text_errors(fd):

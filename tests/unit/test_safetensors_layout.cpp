@@ -141,7 +141,7 @@ TEST_CASE("__metadata__: null means none, as in the reference, and values must b
   CHECK(parse(safetensors_image(R"({"__metadata__": null})", 0)).metadata().empty());
   CHECK(parse(safetensors_image(R"({"__metadata__": {"format": "pt"}})", 0)).metadata().at("format") == "pt");
   CHECK(parse_error(safetensors_image(R"({"__metadata__": {"format": null}})", 0)) ==
-        "mem: __metadata__ value of 'format' must be a string, found null null");
+        "mem: __metadata__ value of 'format' must be a string, found null");
   CHECK(parse_error(safetensors_image(R"({"__metadata__": {"a": "x", "a": "y"}})", 0))
             .find("safetensors header has duplicate key 'a'") != std::string::npos);
 }

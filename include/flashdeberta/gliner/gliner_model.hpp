@@ -228,7 +228,7 @@ class GLiNER {
     std::optional<std::int64_t> const sep = tokenizer_.token_to_id(config_.sep_token);
     FLASHDEBERTA_REQUIRE(ent && sep, source << ": the tokenizer has no '" << config_.ent_token << "' or '"
                                             << config_.sep_token << "' token (GLiNER adds them when it saves)");
-    if (config_.class_token_index < 0) config_.class_token_index = *ent;
+    if (config_.class_token_index == -1) config_.class_token_index = *ent;
     FLASHDEBERTA_REQUIRE(config_.class_token_index == *ent,
                          source << ": key 'class_token_index' is " << config_.class_token_index
                                 << " but the tokenizer's '" << config_.ent_token << "' is token " << *ent);

@@ -51,8 +51,9 @@ inline std::string_view json_type_name(Json const& value) {
   return "unknown";
 }
 
-// "string \"768\"": type and a bounded rendering, so a 10 MB value cannot flood an error message.
+// "string \"768\"": type and a bounded rendering, so a 10 MB value cannot flood an error message; "null".
 inline std::string json_describe(Json const& value, std::size_t limit = 80) {
+  if (value.is_null()) return "null";
   std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
   if (text.size() > limit) {
     text.resize(limit);
