@@ -34,7 +34,9 @@ int main(int argc, char** argv) try {
   flashdeberta::HeadOutput const out = model.forward_to_host(batch, request);
 
   std::vector<std::size_t> const masks(request.tokens->begin(), request.tokens->end());
-  auto const decode = [&](std::span<std::int64_t const> ids, bool skip) { return tok.decode(ids, skip); };
+  auto const decode = [&](std::span<std::int64_t const> ids, bool skip) {
+    return tok.decode_dropping_unknown(ids, skip);
+  };
   auto const predictions = flashdeberta::pipelines::fill_mask(e.input_ids, masks, out["logits"].values,
                                                               static_cast<std::size_t>(model.config().vocab_size),
                                                               /*k=*/5, tok.special_ids().pad, decode);

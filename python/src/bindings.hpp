@@ -22,6 +22,9 @@ namespace flashdeberta::python {
 
 namespace py = pybind11;
 
+// The names of the token limit's settings in Python's messages: the max_tokens and batch_size arguments.
+runtime::TokenLimitNames python_limit_names();
+
 // The runtime options from the Python names: backend "eigen" | "kokkos" | "cuda", dtype "float32" |
 // "bfloat16" | "float16", attention "flash" | "eager"; a name outside them is a runtime::UsageError.
 runtime::RuntimeOptions runtime_options(std::filesystem::path const& model, std::string const& backend,

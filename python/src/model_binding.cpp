@@ -41,7 +41,7 @@ void check_positions(py::handle object, std::string const& name, std::int64_t ma
     std::int64_t const size = array.shape(d);
     if (size <= 0) return;  // empty: check_token_values names it
     FLASHDEBERTA_REQUIRE(positions <= max_tokens / size,
-                         "model input: " << name << " holds more than --max-tokens " << max_tokens << " positions");
+                         "model input: " << name << " holds more than max_tokens " << max_tokens << " positions");
     positions *= size;
   }
 }
@@ -125,7 +125,7 @@ class Model {
       input.ids = ids.values();
       if (mask) input.mask = mask->values();
       if (types) input.types = types->values();
-      runtime::check_token_values(input, max_tokens_);
+      runtime::check_token_values(input, max_tokens_, python_limit_names());
       runtime::check_against_head(input, head_);
       runtime::check_against_config(input, config_, config_source_);
       Batch const batch = runtime::to_batch(input, config_);

@@ -46,6 +46,8 @@ void require_fork_safe(int threads) {
 
 void register_fork_handler() { ::pthread_atfork(nullptr, nullptr, &on_fork_child); }
 
+runtime::TokenLimitNames python_limit_names() { return {"max_tokens", "batch_size"}; }
+
 runtime::RuntimeOptions runtime_options(std::filesystem::path const& model, std::string const& backend,
                                         std::string const& dtype, std::string const& attention, int threads,
                                         std::int64_t max_tokens) {
@@ -86,6 +88,7 @@ runtime::RuntimeOptions runtime_options(std::filesystem::path const& model, std:
   options.attention = attention == "eager" ? AttentionImpl::kEager : AttentionImpl::kFlash;
   options.threads = threads;
   options.max_tokens = max_tokens;
+  options.limit_names = python_limit_names();
   return options;
 }
 

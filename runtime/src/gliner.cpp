@@ -31,7 +31,8 @@ class TypedGliner final : public LoadedGliner {
   // against `max_tokens` before the forward.
   std::vector<std::vector<GlinerEntity>> predict(std::span<std::string const> texts,
                                                  std::vector<std::string> const& labels, GlinerOptions const& options,
-                                                 std::size_t first, std::int64_t max_tokens) const override {
+                                                 std::size_t first, std::int64_t max_tokens,
+                                                 TokenLimitNames const& names) const override {
     std::vector<std::string> const used = dedup_gliner_labels(labels);
     std::vector<std::vector<GlinerEntity>> out(texts.size());
     std::vector<GlinerTextPlan> plans;  // one window per text, except under long_text windows
@@ -54,9 +55,8 @@ class TypedGliner final : public LoadedGliner {
         std::string const what = which.size() == 1 ? "text " + std::to_string(first + i) + " holds "
                                                    : "texts " + std::to_string(first + which.front()) + " to " +
                                                          std::to_string(first + i) + " hold ";
-        throw Error(what + std::to_string(total) + " tokens with the labels' prompt, more than --max-tokens " +
-                    std::to_string(max_tokens) +
-                    (which.size() == 1 ? " (raise --max-tokens)" : " (lower --batch-size, or raise --max-tokens)"));
+        throw Error(what + std::to_string(total) + " tokens with the labels' prompt, more than " + names.max_tokens +
+                    " " + std::to_string(max_tokens) + names.remedy(which.size() > 1));
       }
     }
     std::vector<GlinerLogits> const all = model_.logits(inputs);
@@ -80,7 +80,8 @@ bool is_gliner_directory(std::filesystem::path const& directory) {
   return std::filesystem::is_regular_file(directory / "gliner_config.json", ec);
 }
 
-GlinerModel::GlinerModel(RuntimeOptions const& options) : max_tokens_(options.max_tokens) {
+GlinerModel::GlinerModel(RuntimeOptions const& options)
+    : max_tokens_(options.max_tokens), limit_names_(options.limit_names) {
   std::error_code ec;
   FLASHDEBERTA_REQUIRE_FILE(std::filesystem::is_directory(options.model, ec),
                             "--model " << options.model.string()
@@ -129,8 +130,9 @@ std::vector<std::vector<GlinerEntity>> GlinerModel::predict_entities(std::span<s
   if (std::string const problem = gliner_long_text_problem(options, config()); !problem.empty()) {
     throw UsageError(problem);
   }
-  for (std::size_t i = 0; i < texts.size(); ++i) require_text_bytes(texts[i].size(), first + i, max_tokens_);
-  return model_->predict(texts, labels, options, first, max_tokens_);
+  for (std::size_t i = 0; i < texts.size(); ++i)
+    require_text_bytes(texts[i].size(), first + i, max_tokens_, limit_names_);
+  return model_->predict(texts, labels, options, first, max_tokens_, limit_names_);
 }
 
 }  // namespace flashdeberta::runtime

@@ -60,6 +60,11 @@ std::string describe_backend(RuntimeOptions const& o, int threads) {
          (threads == 1 ? " thread" : " threads");
 }
 
+std::string TokenLimitNames::remedy(bool several_texts) const {
+  if (several_texts && !batch_size.empty()) return " (lower " + batch_size + ", or raise " + max_tokens + ")";
+  return " (raise " + max_tokens + ")";
+}
+
 void require_max_tokens(std::int64_t tokens, std::int64_t max_tokens, std::string const& what) {
   FLASHDEBERTA_REQUIRE(tokens <= max_tokens, what << " holds " << tokens << " tokens, more than --max-tokens "
                                                   << max_tokens << " (raise --max-tokens to run it at once)");

@@ -77,8 +77,9 @@ std::vector<ZeroShotResult> Pipeline::zero_shot(std::span<std::string const> tex
   FLASHDEBERTA_REQUIRE(total <= max_tokens_, "texts " << first << " to " << first + texts.size() - 1 << " with their "
                                                       << per_text << " hypotheses hold " << total
                                                       << " tokens together (each text is run once per candidate "
-                                                         "label), more than --max-tokens "
-                                                      << max_tokens_ << " (lower --batch-size, or raise --max-tokens)");
+                                                         "label), more than "
+                                                      << limit_names_.max_tokens << " " << max_tokens_
+                                                      << limit_names_.remedy(texts.size() > 1));
   HeadOutput const out = model_->forward_head(pack(encodings, numbers), std::nullopt);
   HostHeadTensor const& logits = out["logits"];
   auto const num_labels = static_cast<std::size_t>(config_.num_labels);

@@ -57,6 +57,7 @@ Pipeline::Pipeline(RuntimeOptions const& options, std::optional<std::filesystem:
                      (names.empty() ? std::string(" names no architectures (the backbone alone)") : " names " + names));
   }
   max_tokens_ = options.max_tokens;
+  limit_names_ = options.limit_names;
   problem_type_ = read_problem_type(config_path_);
   tokenizer_.emplace(tokenizer::load_tokenizer(tokenizer_dir.value_or(options.model)));
   backend_ = std::make_unique<Backend>(options);
@@ -70,8 +71,8 @@ Pipeline::~Pipeline() {
 
 tokenizer::Encoding Pipeline::encode(std::string const& text, std::size_t index, std::string const* pair,
                                      Truncate const& truncate) const {
-  require_text_bytes(text.size() + (pair != nullptr ? pair->size() : 0), index, max_tokens_);
-  // Tokenizing stops once the text is sure to hold more than --max-tokens, whatever its length.
+  require_text_bytes(text.size() + (pair != nullptr ? pair->size() : 0), index, max_tokens_, limit_names_);
+  // Tokenizing stops once the text is sure to hold more than max_tokens, whatever its length.
   tokenizer::EncodeOptions options;
   options.token_limit = static_cast<std::size_t>(max_tokens_);
   options.max_length = truncate.max_length;
@@ -80,7 +81,7 @@ tokenizer::Encoding Pipeline::encode(std::string const& text, std::size_t index,
   try {
     e = pair != nullptr ? tokenizer_->encode(text, *pair, options) : tokenizer_->encode(text, options);
   } catch (tokenizer::TokenLimitError const&) {
-    fail_over_max_tokens(index, max_tokens_);
+    fail_over_max_tokens(index, max_tokens_, limit_names_);
   } catch (Error const& error) {
     fail_text(index, error.what());
   }
@@ -95,8 +96,8 @@ Batch Pipeline::pack(std::vector<tokenizer::Encoding> const& encodings,
   for (tokenizer::Encoding const& e : encodings) total += static_cast<std::int64_t>(e.size());
   FLASHDEBERTA_REQUIRE(encodings.empty() || total <= max_tokens_,
                        "texts " << text_numbers.front() << " to " << text_numbers.back() << " hold " << total
-                                << " tokens together, more than --max-tokens " << max_tokens_
-                                << " (lower --batch-size, or raise --max-tokens)");
+                                << " tokens together, more than " << limit_names_.max_tokens << " " << max_tokens_
+                                << limit_names_.remedy(text_numbers.size() > 1));
   Batch batch;
   bool const types = config_.type_vocab_size > 0;
   for (std::size_t i = 0; i < encodings.size(); ++i) {
@@ -185,7 +186,11 @@ std::vector<std::vector<std::vector<pipelines::MaskPrediction>>> Pipeline::fill_
     FLASHDEBERTA_REQUIRE(i < texts.size(), "fill-mask: logits row " << r << " names token " << token);
     rows[i].insert(rows[i].end(), logits.values.begin() + r * vocab, logits.values.begin() + (r + 1) * vocab);
   }
-  auto const decode = [&](std::span<std::int64_t const> ids, bool skip) { return tok.decode(ids, skip); };
+  // A large top_k reaches model rows without a token (past the tokenizer's vocabulary): their token_str is
+  // empty, as in HF.
+  auto const decode = [&](std::span<std::int64_t const> ids, bool skip) {
+    return tok.decode_dropping_unknown(ids, skip);
+  };
   std::vector<std::vector<std::vector<pipelines::MaskPrediction>>> results;
   for (std::size_t i = 0; i < texts.size(); ++i) {
     results.push_back(
@@ -257,17 +262,19 @@ Answer Pipeline::answer(std::string const& question, std::string const& context,
   return Answer{span->score, span->start, span->end, pipelines::substr_code_points(context, span->start, span->end)};
 }
 
-void require_text_bytes(std::size_t bytes, std::size_t index, std::int64_t max_tokens) {
+void require_text_bytes(std::size_t bytes, std::size_t index, std::int64_t max_tokens, TokenLimitNames const& names) {
   std::int64_t const limit = max_text_bytes(max_tokens);
   if (static_cast<std::int64_t>(bytes) <= limit) return;
   fail_text(index, "the text holds " + std::to_string(bytes) + " bytes, more than the " + std::to_string(limit) + " (" +
-                       std::to_string(kMaxTextBytesPerToken) + " per token) of --max-tokens " +
-                       std::to_string(max_tokens) + "; it is refused before tokenizing (raise --max-tokens)");
+                       std::to_string(kMaxTextBytesPerToken) + " per token) of " + names.max_tokens + " " +
+                       std::to_string(max_tokens) + "; it is refused before tokenizing (raise " + names.max_tokens +
+                       ")");
 }
 
-void fail_over_max_tokens(std::size_t index, std::int64_t max_tokens) {
-  fail_text(index, "the text holds more than " + std::to_string(max_tokens) + " tokens, more than --max-tokens " +
-                       std::to_string(max_tokens) + " (tokenizing stopped there; raise --max-tokens)");
+void fail_over_max_tokens(std::size_t index, std::int64_t max_tokens, TokenLimitNames const& names) {
+  fail_text(index, "the text holds more than " + std::to_string(max_tokens) + " tokens, more than " +
+                       names.max_tokens + " " + std::to_string(max_tokens) + " (tokenizing stopped there; raise " +
+                       names.max_tokens + ")");
 }
 
 void fail_text(std::size_t index, std::string const& message) {

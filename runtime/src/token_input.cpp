@@ -25,7 +25,7 @@ bool TokenInput::dense() const {
   return std::all_of(mask.begin(), mask.end(), [](std::int64_t m) { return m == 1; });
 }
 
-void check_token_values(TokenInput const& input, std::int64_t max_tokens) {
+void check_token_values(TokenInput const& input, std::int64_t max_tokens, TokenLimitNames const& names) {
   FLASHDEBERTA_REQUIRE(input.shape.size() == 2 || input.shape.size() == 3,
                        input.source << ": input_ids has " << input.shape.size()
                                     << " dimensions; [B, L], or [B, C, L] for multiple choice, is expected");
@@ -33,7 +33,7 @@ void check_token_values(TokenInput const& input, std::int64_t max_tokens) {
   for (std::int64_t d : input.shape) {
     FLASHDEBERTA_REQUIRE(d > 0, input.source << ": input_ids has an empty dimension (shape entries must be >= 1)");
     FLASHDEBERTA_REQUIRE(positions <= max_tokens / d,
-                         input.source << ": input_ids holds more than --max-tokens " << max_tokens << " positions");
+                         input.source << ": input_ids holds more than " << names.max_tokens << " " << max_tokens << " positions");
     positions *= d;
   }
   auto const check_size = [&](std::vector<std::int64_t> const& field, std::string_view name) {

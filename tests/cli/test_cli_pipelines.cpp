@@ -268,6 +268,27 @@ TEST_CASE("the shipped models give the quick start's answers") {
   CHECK(classified[0]["labels"].size() == 1);
 }
 
+// tiny-en's embedding has 12,008 rows for the tokenizer's 12,001 tokens (rounded up like DeBERTa-v3's 128,100):
+// every row is a prediction; those without a token decode to nothing, as HF's decode drops unknown ids.
+TEST_CASE("fill-mask: predictions past the tokenizer's vocabulary decode to empty text") {
+  std::filesystem::path const models =
+      std::filesystem::path(FLASHDEBERTA_FIXTURE_DIR).parent_path().parent_path() / "models";
+  auto const filled = run_cli_lines({"fill-mask", "--model", (models / "tiny-en").string(), "--top-k", "100000",
+                                     "--threads", "2", "a [MASK] tool"},
+                                    1)
+                          .lines;
+  auto const& predictions = filled[0]["masks"][0];
+  REQUIRE(predictions.size() == 12008);
+  int unknown = 0;
+  for (auto const& p : predictions) {
+    if (p["token"].get<std::int64_t>() < 12001) continue;
+    ++unknown;
+    CHECK(p["token_str"] == "");
+    CHECK(p["sequence"] == "a tool");
+  }
+  CHECK(unknown == 7);
+}
+
 #endif  // FLASHDEBERTA_WITH_SENTENCEPIECE
 
 TEST_CASE("pipeline commands refuse a checkpoint without their head, naming its architectures") {

@@ -214,10 +214,10 @@ def test_fork_before_any_parallel_work_runs(fd):
 def test_oversized_views_are_refused_on_their_shape(fd):
     model = fd.AutoModel.from_pretrained(str(SEQCLS), threads=1, max_tokens=64)
     huge = np.lib.stride_tricks.as_strided(np.ones(1, np.int64), (2**20, 2**20), (0, 0))  # 8 TiB as int64
-    with pytest.raises(ValueError, match="input_ids holds more than --max-tokens 64 positions"):
+    with pytest.raises(ValueError, match="input_ids holds more than max_tokens 64 positions"):
         model(huge)  # was "input_ids: cannot be read as int64 values" after numpy failed to allocate it
-    with pytest.raises(ValueError, match="input_ids holds more than --max-tokens 64 positions"):
+    with pytest.raises(ValueError, match="input_ids holds more than max_tokens 64 positions"):
         model(np.broadcast_to(np.ones(1, np.uint8), (1000, 1000)))
-    with pytest.raises(ValueError, match="attention_mask holds more than --max-tokens 64 positions"):
+    with pytest.raises(ValueError, match="attention_mask holds more than max_tokens 64 positions"):
         model(OK_IDS, attention_mask=np.broadcast_to(np.ones(1, np.int32), (10**6, 10**6)))
     assert model(np.broadcast_to(OK_IDS, (16, 4)))["last_hidden_state"].shape == (16, 4, 32)

@@ -185,9 +185,13 @@ def test_fill_mask_without_a_mask(fd):
 
 
 def test_pipeline_text_over_max_tokens(fd):
+    """The refusals name Python's arguments, not the CLI's --max-tokens and --batch-size."""
     pipe = fd.pipeline("text-classification", model=str(PIPELINES / "classify"), tokenizer=str(SPM), max_tokens=8)
-    with pytest.raises(ValueError, match="max"):
+    with pytest.raises(ValueError, match=r"more than max_tokens 8 \(tokenizing stopped there; raise max_tokens\)"):
         pipe("this text is certainly longer than eight tokens once it is tokenized")
+    pipe = fd.pipeline("text-classification", model=str(PIPELINES / "classify"), tokenizer=str(SPM), max_tokens=12)
+    with pytest.raises(ValueError, match=r"more than max_tokens 12 \(lower batch_size, or raise max_tokens\)"):
+        pipe(["seven words in this text here", "seven words in this text here"], batch_size=2)
 
 
 def test_tokenizer_arguments(fd):

@@ -161,6 +161,7 @@ class GlinerRoute(unittest.TestCase):
             status, got = post(server, "/gliner", {**body, "texts": [text, " ".join([text] * 3)]})
             self.assertEqual(status, 422, got)
             self.assertIn("text 2 holds", got["error"])
+            self.assertIn("more than --max-batch-tokens 40 (raise --max-batch-tokens)", got["error"])
             self.assertEqual(server.stop(), 0)
 
     def test_a_gliner_request_to_another_model(self):

@@ -19,6 +19,10 @@ std::string joined(std::vector<std::string> const& items) {
   return out;
 }
 
+// A forward holds at most --max-batch-tokens; the server forms the batches itself, so a client's refusal names
+// only that limit, never a batch size.
+runtime::TokenLimitNames server_limit_names() { return {"--max-batch-tokens", ""}; }
+
 }  // namespace
 
 std::string_view route_path(ModelRoute route) {
@@ -48,6 +52,7 @@ ModelService::ModelService(ServeOptions const& options, Metrics& metrics)
       throw runtime::UsageError("--tokenizer: a GLiNER model reads the tokenizer of its directory");
     runtime::RuntimeOptions runtime = options.runtime;
     runtime.max_tokens = options.max_batch_tokens;  // the most tokens one forward holds
+    runtime.limit_names = server_limit_names();
     gliner_ = std::make_unique<runtime::GlinerModel>(runtime);
     return;
   }
@@ -56,6 +61,7 @@ ModelService::ModelService(ServeOptions const& options, Metrics& metrics)
   // A forward holds at most --max-batch-tokens tokens; the runtime refuses anything larger.
   runtime::RuntimeOptions runtime = options.runtime;
   runtime.max_tokens = options.max_batch_tokens;
+  runtime.limit_names = server_limit_names();
   pipeline_ = std::make_unique<runtime::Pipeline>(runtime, options.tokenizer, head_, "serve");
   max_input_length_ = options.max_input_length.value_or(config.max_position_embeddings);
   if (max_input_length_ > options.max_batch_tokens) {

@@ -197,6 +197,17 @@ class Tokenizer {
     return model_->decode(tokens, added);
   }
 
+  // decode() for ids a model produced: its output layer may have more rows than the tokenizer has tokens
+  // (DeBERTa-v3: 128,100 against 128,001). Ids without a token are dropped, as HF's decode (the tokenizers
+  // library) drops them.
+  std::string decode_dropping_unknown(std::span<std::int64_t const> ids, bool skip_special_tokens = false) const {
+    std::vector<std::int64_t> known;
+    known.reserve(ids.size());
+    for (std::int64_t id : ids)
+      if (by_id_.contains(id) || model_->id_to_token(id).has_value()) known.push_back(id);
+    return decode(known, skip_special_tokens);
+  }
+
   std::optional<std::int64_t> token_to_id(std::string_view token) const {
     if (auto it = by_content_.find(std::string(token)); it != by_content_.end()) return added_[it->second].id;
     return model_->token_to_id(token);

@@ -34,7 +34,8 @@ class LoadedGliner {
   virtual std::vector<std::vector<GlinerEntity>> predict(std::span<std::string const> texts,
                                                          std::vector<std::string> const& labels,
                                                          GlinerOptions const& options, std::size_t first,
-                                                         std::int64_t max_tokens) const = 0;
+                                                         std::int64_t max_tokens,
+                                                         TokenLimitNames const& names) const = 0;
 };
 
 class GlinerModel {
@@ -65,6 +66,7 @@ class GlinerModel {
 
  private:
   std::int64_t max_tokens_ = kDefaultMaxTokens;
+  TokenLimitNames limit_names_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<LoadedGliner> model_;  // destroyed before backend_ (declared after it)
 };

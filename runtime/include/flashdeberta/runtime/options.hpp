@@ -39,6 +39,17 @@ inline constexpr std::int64_t kDefaultMaxTokens = 65536;
 inline constexpr std::int64_t kMaxTokensLimit = std::numeric_limits<std::int32_t>::max();
 inline constexpr int kMaxThreads = 4096;
 
+// What a front end calls the settings behind RuntimeOptions::max_tokens, so that a refusal names what its
+// user can change: the CLI's --max-tokens and --batch-size (the defaults), the server's --max-batch-tokens
+// (it forms the batches itself: no batch size to lower), Python's max_tokens and batch_size.
+struct TokenLimitNames {
+  std::string max_tokens = "--max-tokens";
+  std::string batch_size = "--batch-size";  // empty where the front end splits its batches itself
+
+  // " (raise --max-tokens)"; for several texts " (lower --batch-size, or raise --max-tokens)".
+  std::string remedy(bool several_texts) const;
+};
+
 struct RuntimeOptions {
   std::filesystem::path model;
   BackendKind backend = BackendKind::kEigen;
@@ -46,6 +57,7 @@ struct RuntimeOptions {
   DType dtype = DType::kF32;  // kI8: the host backend's linear layers quantized to int8 (docs/host-dtypes.md)
   int threads = 0;                              // 0: every core the backend sees
   std::int64_t max_tokens = kDefaultMaxTokens;  // refuse larger inputs before running them
+  TokenLimitNames limit_names;                  // for the refusals
 };
 
 std::string_view backend_name(BackendKind backend);        // "eigen", "kokkos", "cuda"

@@ -136,6 +136,7 @@ class Pipeline {
   std::filesystem::path config_path_;
   std::string problem_type_;
   std::int64_t max_tokens_ = kDefaultMaxTokens;
+  TokenLimitNames limit_names_;
   std::optional<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<LoadedModel> model_;  // destroyed before backend_ (declared after it)
@@ -155,10 +156,11 @@ inline std::int64_t max_text_bytes(std::int64_t max_tokens) { return kMaxTextByt
 std::vector<std::vector<float>> rows_by_sequence(HostHeadTensor const& t, std::span<std::size_t const> sizes);
 
 // Refuses (as text `index`) a text, with its pair, longer than max_text_bytes(max_tokens), before it is tokenized.
-void require_text_bytes(std::size_t bytes, std::size_t index, std::int64_t max_tokens);
+void require_text_bytes(std::size_t bytes, std::size_t index, std::int64_t max_tokens,
+                        TokenLimitNames const& names = {});
 
 // The refusal of text `index` once tokenizing it stopped at max_tokens (tokenizer::TokenLimitError).
-[[noreturn]] void fail_over_max_tokens(std::size_t index, std::int64_t max_tokens);
+[[noreturn]] void fail_over_max_tokens(std::size_t index, std::int64_t max_tokens, TokenLimitNames const& names = {});
 
 // "text 3: <message>" for an error while handling text number `index`.
 [[noreturn]] void fail_text(std::size_t index, std::string const& message);

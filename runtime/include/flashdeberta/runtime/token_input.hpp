@@ -11,6 +11,7 @@
 #include "flashdeberta/core/batch.hpp"
 #include "flashdeberta/core/model_config.hpp"
 #include "flashdeberta/heads/head_kind.hpp"
+#include "flashdeberta/runtime/options.hpp"
 
 namespace flashdeberta::runtime {
 
@@ -38,7 +39,7 @@ std::string element_name(std::string_view field, std::vector<std::int64_t> const
 // Checks an input built in memory (Python's arrays) as the CLI's reader checks a file: rank 2 or 3,
 // at most max_tokens positions (padding included: outputs are padded to them), non-negative ids, masks of
 // 0 and 1, the same number of values in every field.
-void check_token_values(TokenInput const& input, std::int64_t max_tokens);
+void check_token_values(TokenInput const& input, std::int64_t max_tokens, TokenLimitNames const& names = {});
 
 // Checks the ids against the model: every input id (masked ones too, as HF looks them all up) below
 // vocab_size, token types below type_vocab_size when the model has token type embeddings.
