@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -195,18 +196,43 @@ inline void run_gliner_refusals() {
   }
 }
 
+// A temporary copy of the span_marker fixture's `files` (links resolved), for a test to add its own broken
+// file; removed at scope exit.
+struct SpanMarkerCopy {
+  std::filesystem::path src = gliner_fixture_dir() / "span_marker";
+  std::filesystem::path dir;
+  SpanMarkerCopy(std::string const& tag, std::initializer_list<char const*> files)
+      : dir(std::filesystem::temp_directory_path() /
+            ("flashdeberta_gliner_" + tag + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    for (char const* f : files) std::filesystem::copy_file(std::filesystem::canonical(src / f), dir / f);
+  }
+  SpanMarkerCopy(SpanMarkerCopy const&) = delete;
+  SpanMarkerCopy& operator=(SpanMarkerCopy const&) = delete;
+  ~SpanMarkerCopy() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
+// The message GLiNER<P>::load fails with on `dir`, or "" when it loads.
+template <ExecutionPolicy P>
+std::string gliner_load_error(P const& policy, std::filesystem::path const& dir) {
+  try {
+    (void)GLiNER<P>::load(policy, dir);
+  } catch (Error const& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // A checkpoint without prompt_rep_layer.0.weight is refused, naming it (GLiNER's strict=False would not).
 template <ExecutionPolicy P>
 void run_gliner_missing_tensor(P const& policy) {
-  std::filesystem::path const src = gliner_fixture_dir() / "span_marker";
-  std::filesystem::path const dir =
-      std::filesystem::temp_directory_path() / ("flashdeberta_gliner_missing_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  for (char const* f : {"gliner_config.json", "tokenizer.json", "tokenizer_config.json"})
-    std::filesystem::copy_file(std::filesystem::canonical(src / f), dir / f);
+  SpanMarkerCopy const copy("missing", {"gliner_config.json", "tokenizer.json", "tokenizer_config.json"});
   {
-    Checkpoint const ckpt = Checkpoint::open(src);
+    Checkpoint const ckpt = Checkpoint::open(copy.src);
     std::vector<std::vector<float>> data;
     std::vector<TensorToWrite> tensors;
     for (std::string const& name : ckpt.names()) {
@@ -219,15 +245,9 @@ void run_gliner_missing_tensor(P const& policy) {
       tensors.push_back({name, DType::kF32, ckpt.info(name).shape, std::as_bytes(std::span<float const>(data[k]))});
       ++k;
     }
-    write_safetensors(dir / "model.safetensors", tensors);
+    write_safetensors(copy.dir / "model.safetensors", tensors);
   }
-  std::string message;
-  try {
-    (void)GLiNER<P>::load(policy, dir);
-  } catch (Error const& e) {
-    message = e.what();
-  }
-  std::filesystem::remove_all(dir);
+  std::string const message = gliner_load_error(policy, copy.dir);
   INFO("message: " << message);
   CHECK(message.find("prompt_rep_layer.0.weight") != std::string::npos);
   CHECK(message.find("missing") != std::string::npos);
@@ -236,23 +256,11 @@ void run_gliner_missing_tensor(P const& policy) {
 // class_token_index -1 means "the id of ent_token"; any other value must be that id: -5 was taken as -1.
 template <ExecutionPolicy P>
 void run_gliner_class_token_index(P const& policy) {
-  std::filesystem::path const src = gliner_fixture_dir() / "span_marker";
-  std::filesystem::path const dir =
-      std::filesystem::temp_directory_path() / ("flashdeberta_gliner_class_token_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  for (char const* f : {"model.safetensors", "tokenizer.json", "tokenizer_config.json"})
-    std::filesystem::copy_file(std::filesystem::canonical(src / f), dir / f);
-  io::Json config = read_json_file(src / "gliner_config.json");
+  SpanMarkerCopy const copy("class_token", {"model.safetensors", "tokenizer.json", "tokenizer_config.json"});
+  io::Json config = read_json_file(copy.src / "gliner_config.json");
   config["class_token_index"] = -5;
-  std::ofstream(dir / "gliner_config.json") << config.dump();
-  std::string message;
-  try {
-    (void)GLiNER<P>::load(policy, dir);
-  } catch (Error const& e) {
-    message = e.what();
-  }
-  std::filesystem::remove_all(dir);
+  std::ofstream(copy.dir / "gliner_config.json") << config.dump();
+  std::string const message = gliner_load_error(policy, copy.dir);
   INFO("message: " << message);
   CHECK(message.find("key 'class_token_index' is -5 but the tokenizer's '<<ENT>>' is token ") != std::string::npos);
 }

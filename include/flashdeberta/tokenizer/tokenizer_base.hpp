@@ -204,7 +204,7 @@ class Tokenizer {
     std::vector<std::int64_t> known;
     known.reserve(ids.size());
     for (std::int64_t id : ids)
-      if (by_id_.contains(id) || model_->id_to_token(id).has_value()) known.push_back(id);
+      if (id_to_token(id).has_value()) known.push_back(id);
     return decode(known, skip_special_tokens);
   }
 

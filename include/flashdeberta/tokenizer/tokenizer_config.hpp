@@ -149,23 +149,18 @@ inline TokenizerConfig load_tokenizer_config(std::filesystem::path const& dir) {
     if (f.has("add_prefix_space")) c.add_prefix_space = f.get_bool("add_prefix_space", false);
     c.vocab_type = f.get_string("vocab_type", "");
     c.tokenizer_class = f.get_string("tokenizer_class", "");
-    // HF writes 1e30 (VERY_LARGE_INTEGER, an integer past int64) for "no limit", and null is its default too;
-    // both are taken as no limit. A float is a limit only when it is a whole number (512.0); anything else
-    // (a string, a fraction, a boolean) is refused: taking it as no limit would silently lift truncation.
+    // HF writes 1e30 (VERY_LARGE_INTEGER) for "no limit", and null is its default too: anything from 2^63 on
+    // and null are no limit. Otherwise a whole number (512 or 512.0) is the limit; anything else (a string, a
+    // fraction, a boolean) is refused, since taking it as no limit would silently lift truncation.
     if (io::Json const* v = f.find("model_max_length"); v != nullptr && !v->is_null()) {
-      constexpr double kInt64Bound = 9223372036854775808.0;  // 2^63
-      bool const past_int64 = (v->is_number_unsigned() && v->get<std::uint64_t>() >
-                                                            std::uint64_t{std::numeric_limits<std::int64_t>::max()}) ||
-                              (v->is_number_float() && v->get<double>() >= kInt64Bound);
-      bool const whole_float =
-          v->is_number_float() && std::isfinite(v->get<double>()) && v->get<double>() == std::floor(v->get<double>());
-      if (!past_int64) {
-        if (!v->is_number_integer() && !whole_float)
-          io::fail_json_type(config_file.string(), "key 'model_max_length'", "an integer (or null for no limit)", *v);
-        FLASHDEBERTA_REQUIRE(!(v->is_number_integer() ? v->get<std::int64_t>() < 0 : v->get<double>() < 0),
-                             config_file.string() << ": key 'model_max_length' is negative (" << v->dump() << ")");
-        c.model_max_length =
-            v->is_number_integer() ? v->get<std::int64_t>() : static_cast<std::int64_t>(v->get<double>());
+      std::string const what = "key 'model_max_length'";
+      if (!v->is_number()) io::fail_json_type(config_file.string(), what, "an integer (or null for no limit)", *v);
+      double const value = v->get<double>();
+      if (value < 9223372036854775808.0) {  // 2^63
+        if (value != std::floor(value))
+          io::fail_json_type(config_file.string(), what, "an integer (or null for no limit)", *v);
+        FLASHDEBERTA_REQUIRE(value >= 0, config_file.string() << ": " << what << " is negative (" << v->dump() << ")");
+        c.model_max_length = v->is_number_integer() ? v->get<std::int64_t>() : static_cast<std::int64_t>(value);
       }
     }
     detail::read_special_tokens(f, c.specials);
