@@ -10,7 +10,7 @@ or as a step of tests/cuda/run_on_device.sh (`cpu_compare`, see bench/README.md)
 onnxruntime, the parts that run our CLI are testable on a small checkpoint:
 
     python3 bench/compare_cpu.py --skip-ort --skip-torch --model models/tiny-en --threads 1,2 \\
-        --shapes 1x16,2x64 --cli build/examples/flashdeberta --out /tmp/cpu.md
+        --shapes 1x16,2x64 --cli build/bin/flashdeberta --out /tmp/cpu.md
 
 What it does:
  1. Model: a random-weight transformers DebertaV2Model of deberta-v3-base shape (12 layers, hidden 768, 12 heads,
@@ -393,8 +393,8 @@ def parse_skips(items):
 def build_parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    p.add_argument("--cli", default=os.environ.get("FLASHDEBERTA_CLI", str(REPO / "build/examples/flashdeberta")),
-                   help="our CLI (default $FLASHDEBERTA_CLI or build/examples/flashdeberta)")
+    p.add_argument("--cli", default=os.environ.get("FLASHDEBERTA_CLI", str(REPO / "build/bin/flashdeberta")),
+                   help="our CLI (default $FLASHDEBERTA_CLI or build/bin/flashdeberta)")
     p.add_argument("--model", help="an existing HF DeBERTa checkpoint directory instead of the random v3-base")
     p.add_argument("--work-dir", default=os.path.join(tempfile.gettempdir(), "flashdeberta-compare-cpu"),
                    help="where the random model, its ONNX export and the logs go (default %(default)s)")

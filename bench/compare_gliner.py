@@ -12,7 +12,7 @@ or as the `gliner_bench` step of tests/cuda/run_on_device.sh (bench/README.md). 
 ("GLiNER fixtures"). Here, without torch, only our CLI's part runs, on a fixture model:
 
     python3 bench/compare_gliner.py --parts ours-cpu --model tests/fixtures/gliner/span_markerV0 \\
-        --cli build/examples/flashdeberta --threads 2 --out /tmp/gliner.md
+        --cli build/bin/flashdeberta --threads 2 --out /tmp/gliner.md
 
 Parts (--parts, default all, in this order):
   build     the model, by GLiNER's own code: a random DebertaV2Model of deberta-v3-base shape (12 layers, hidden
@@ -428,7 +428,7 @@ def parse_batches(text):
 def build_parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    p.add_argument("--cli", default=os.environ.get("FLASHDEBERTA_CLI", str(REPO / "build/examples/flashdeberta")))
+    p.add_argument("--cli", default=os.environ.get("FLASHDEBERTA_CLI", str(REPO / "build/bin/flashdeberta")))
     p.add_argument("--parts", type=parse_list("parts", PARTS), default=list(PARTS),
                    help="comma-separated subset of " + ",".join(PARTS) + " (default all)")
     p.add_argument("--model", help="a GLiNER model directory to use instead of building one (no build part then)")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What the Python package costs on top of the C++ program, and the Dask job's throughput.
 
-  PYTHONPATH=build-py/python python3 bench/python_overhead.py [--cli build/examples/flashdeberta]
+  PYTHONPATH=build-py/python python3 bench/python_overhead.py [--cli build/bin/flashdeberta]
       [--model models/tiny-en-sections] [--tokenizer DIR] [--threads 1] [--repeat 20] [--texts 512]
       [--batch-size 32] [--dask-lines 4000] [--no-dask] [--out bench/results/python-<date>.md]
 
@@ -246,7 +246,7 @@ def report(args, forward, binding, pipeline, dask):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cli", default=os.environ.get("FLASHDEBERTA_CLI", str(REPO / "build/examples/flashdeberta")))
+    p.add_argument("--cli", default=os.environ.get("FLASHDEBERTA_CLI", str(REPO / "build/bin/flashdeberta")))
     p.add_argument("--model", default=str(REPO / "models/tiny-en-sections"))
     p.add_argument("--tokenizer", help="tokenizer directory (default: the model's)")
     p.add_argument("--threads", type=int, default=1)

@@ -2,7 +2,7 @@
 """Throughput and latency of `flashdeberta serve` under concurrent clients, against the CLI's batched throughput
 on the same texts (the batching efficiency).
 
-  python3 bench/server_load.py [--cli build/examples/flashdeberta] [--model models/tiny-en-sections]
+  python3 bench/server_load.py [--cli build/bin/flashdeberta] [--model models/tiny-en-sections]
       [--tokenizer DIR] [--backend eigen|kokkos|cuda] [--dtype fp32|bf16|fp16] [--threads 0]
       [--concurrency 1,8,64] [--seconds 10] [--texts 2048] [--cli-batch-size 64] [--max-batch-tokens 16384]
       [--client-processes N] [--out bench/results/server-<date>-<host>.md]

@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/install_deps.sh"
 build=${FLASHDEBERTA_PYTHON_BUILD_DIR:-$root/build-python}
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DFLASHDEBERTA_BUILD_PYTHON=ON -DFLASHDEBERTA_NATIVE=ON \
-  -DFLASHDEBERTA_BUILD_TESTS=OFF -DFLASHDEBERTA_BUILD_BENCH=OFF -DFLASHDEBERTA_BUILD_EXAMPLES=OFF \
+  -DFLASHDEBERTA_BUILD_TESTS=OFF -DFLASHDEBERTA_BUILD_BENCH=OFF -DFLASHDEBERTA_BUILD_APPS=OFF -DFLASHDEBERTA_BUILD_EXAMPLES=OFF \
   -DCMAKE_INSTALL_PREFIX=/usr/local >/dev/null
 cmake --build "$build" -j"$(nproc)" --target flashdeberta_python
 sudo_cmd=""

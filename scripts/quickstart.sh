@@ -8,7 +8,7 @@ bash "$root/scripts/install_deps.sh"
 build=${FLASHDEBERTA_BUILD_DIR:-$root/build}
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DFLASHDEBERTA_NATIVE=ON -DFLASHDEBERTA_BUILD_TESTS=OFF -DFLASHDEBERTA_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target flashdeberta_cli
-cli="$build/examples/flashdeberta"
+cli="$build/bin/flashdeberta"
 
 echo "== flashdeberta fill-mask --model models/tiny-en --top-k 3"
 "$cli" fill-mask --model "$root/models/tiny-en" --top-k 3 --timing \

@@ -22,7 +22,7 @@ generator=()
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi
 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHDEBERTA_TSAN=ON \
   -DFLASHDEBERTA_WITH_OPENMP=OFF -DFLASHDEBERTA_WITH_CUDA=OFF -DFLASHDEBERTA_WITH_ONEDNN=OFF -DFLASHDEBERTA_BUILD_BENCH=OFF \
-  -DFLASHDEBERTA_BUILD_EXAMPLES=OFF -DFLASHDEBERTA_BUILD_FUZZ=OFF -DFLASHDEBERTA_NATIVE=ON >/dev/null
+  -DFLASHDEBERTA_BUILD_APPS=OFF -DFLASHDEBERTA_BUILD_EXAMPLES=OFF -DFLASHDEBERTA_BUILD_FUZZ=OFF -DFLASHDEBERTA_NATIVE=ON >/dev/null
 cmake --build "$build" -j"$jobs" --target test_concurrency
 # halt_on_error: the first report fails the run (exit 66) instead of a warning lost in the log.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}" "$build/tests/concurrency/test_concurrency"

@@ -69,7 +69,7 @@ import pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-rs', 'tes
     hf) step hf 180 python3 tests/cuda/hf_low_precision_error.py tests/fixtures && cat "$out/hf.log" ;;
     cli)
       # test_cli runs the flashdeberta binary at the path it was built with, under /work/main (linked above).
-      cli=$(strings "$bundle/bin/test_cli" | grep -m1 '/examples/flashdeberta$')
+      cli=$(strings "$bundle/bin/test_cli" | grep -m1 '/bin/flashdeberta$')
       mkdir -p "$(dirname "$cli")" && cp -f "$bundle/bin/flashdeberta" "$cli"
       step cli 300 "$bundle/bin/test_cli"
       ;;

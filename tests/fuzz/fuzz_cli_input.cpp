@@ -1,5 +1,5 @@
 // libFuzzer target: the CLI's input file ({"input_ids": [[...]], "attention_mask": ..., "token_type_ids":
-// ...}), read by examples/cli/input_json.cpp's read_token_input from a scratch file (it takes a path)
+// ...}), read by apps/cli/input_json.cpp's read_token_input from a scratch file (it takes a path)
 // with the default --max-tokens. An accepted input must be rectangular, within --max-tokens, with the
 // fields agreeing in size and values in range, and the checks against a model, a head and the packing
 // into a Batch must end in a result or an Error. Any other outcome is a bug.

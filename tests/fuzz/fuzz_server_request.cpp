@@ -1,4 +1,4 @@
-// libFuzzer target: the HTTP server's request bodies (examples/cli/server/requests.cpp), the bytes a client
+// libFuzzer target: the HTTP server's request bodies (apps/server/requests.cpp), the bytes a client
 // sends to /predict, /rerank, /embed, /tokenize, /zero-shot, /fill-mask, /ner and /gliner. Each body goes
 // through every route's parser. A body is either taken, within the limits (no more inputs, texts or labels than
 // max_client_batch_size), or refused with an ApiError of a 4xx status; anything else (another exception, a

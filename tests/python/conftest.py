@@ -3,7 +3,7 @@
 Run from the repository root, with the built package on PYTHONPATH and, for the comparisons with the
 C++ program, FLASHDEBERTA_CLI naming the built `flashdeberta` binary:
 
-    PYTHONPATH=build-py/python FLASHDEBERTA_CLI=build/examples/flashdeberta python3 -m pytest tests/python
+    PYTHONPATH=build-py/python FLASHDEBERTA_CLI=build/bin/flashdeberta python3 -m pytest tests/python
 
 The expected values come from Hugging Face transformers 5.17 on another machine
 (tests/fixtures/make_*.py); nothing here needs torch or transformers.

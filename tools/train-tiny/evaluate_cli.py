@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Held-out figures of the shipped tiny models, measured through the flashdeberta CLI (models/README.md).
 
-    python3 tools/train-tiny/evaluate_cli.py [--cli build/examples/flashdeberta] [--work DIR] [--models models]
+    python3 tools/train-tiny/evaluate_cli.py [--cli build/bin/flashdeberta] [--work DIR] [--models models]
         [--out models/heldout-figures.json] [--inputs WORK/eval/mlm_inputs.npz] [--hf FILE] [--threads N]
 
 Masked LM (heldout_protocol.py): `flashdeberta tokenize` encodes every held-out text of the pretraining

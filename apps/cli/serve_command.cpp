@@ -1,4 +1,4 @@
-// flashdeberta serve: the checkpoint behind an HTTP endpoint (examples/cli/server/): text-embeddings-
+// flashdeberta serve: the checkpoint behind an HTTP endpoint (apps/server/): text-embeddings-
 // inference's routes where it has them (/predict, /rerank, /embed, /tokenize, /info, /health, /metrics) and
 // HF's pipelines for the others (/zero-shot, /fill-mask, /ner), GLiNER's entities (/gliner), with dynamic batching, a
 // bounded queue and a graceful stop on SIGTERM or SIGINT.
