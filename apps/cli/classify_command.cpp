@@ -4,7 +4,6 @@
 // hypothesis, a query and a passage) come from --pair or from JSON lines (--jsonl), HF's {"text", "text_pair"}.
 #include <iostream>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -12,54 +11,24 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "flashdeberta/io/json.hpp"
 #include "pipeline_common.hpp"
 
 namespace flashdeberta::cli {
 
 namespace {
 
-// One input: a text and, for a text pair, its second sequence.
-struct ClassifyInput {
-  std::string text;
-  std::optional<std::string> pair;
-};
-
-// nlohmann's message without its "[json.exception.parse_error.101] " prefix.
-std::string json_error_message(std::exception const& e) {
-  std::string message = e.what();
-  std::size_t const tag_end = message.find("] ");
-  return message.starts_with("[json.exception.") && tag_end != std::string::npos ? message.substr(tag_end + 2)
-                                                                                 : message;
-}
-
 // A --jsonl line: {"text": "...", "text_pair": "..."}, text_pair optional (null counts as absent), as HF's
-// text-classification takes a dict; anything else is refused as text `index`.
-ClassifyInput parse_json_line(std::string const& line, std::size_t index) {
-  // nlohmann stops reading at a NUL byte, so '{"text": "a"}\0anything' would parse.
-  if (std::size_t const nul = line.find('\0'); nul != std::string::npos) {
-    fail_text(index, "the line has a NUL byte at offset " + std::to_string(nul) +
-                         "; a --jsonl line is one JSON object {\"text\": ..., \"text_pair\": ...}");
-  }
-  // nlohmann keeps the last of two equal keys; refused, as every JSON the program reads.
-  std::set<std::string> keys;
-  auto const on_event = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    if (event == nlohmann::json::parse_event_t::key && depth == 1 && !keys.insert(parsed.get<std::string>()).second) {
-      fail_text(index, "the line has duplicate key '" + parsed.get<std::string>() + "' (--jsonl)");
-    }
-    return true;
-  };
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(line, on_event);
-  } catch (nlohmann::json::exception const& e) {
-    fail_text(index,
-              "not a JSON line (--jsonl reads {\"text\": ..., \"text_pair\": ...} per line): " + json_error_message(e));
-  }
+// text-classification takes a dict; read as strictly as every JSON the program reads (io::parse_json: no
+// NUL byte, no duplicate key), anything else refused as text `index`.
+runtime::TextInput parse_json_line(std::string const& line, std::size_t index) {
+  std::string const source = "text " + std::to_string(index);
+  io::Json const doc = io::parse_json(line, source, "the line");
   if (!doc.is_object()) {
-    fail_text(index, std::string("the line is a JSON ") + doc.type_name() +
+    fail_text(index, "the line is a JSON " + std::string(doc.type_name()) +
                          ", not an object {\"text\": ..., \"text_pair\": ...} (--jsonl)");
   }
-  ClassifyInput input;
+  runtime::TextInput input;
   bool has_text = false;
   for (auto const& item : doc.items()) {
     std::string const& key = item.key();
@@ -68,43 +37,13 @@ ClassifyInput parse_json_line(std::string const& line, std::size_t index) {
     }
     if (key == "text_pair" && item.value().is_null()) continue;
     if (!item.value().is_string()) {
-      fail_text(index, "\"" + key + "\" is a JSON " + item.value().type_name() + ", not a string");
+      fail_text(index, "\"" + key + "\" is a JSON " + std::string(item.value().type_name()) + ", not a string");
     }
-    if (key == "text") {
-      input.text = item.value().get<std::string>();
-      has_text = true;
-    } else {
-      input.pair = item.value().get<std::string>();
-    }
+    (key == "text" ? input.text : input.pair.emplace()) = item.value().get<std::string>();
+    has_text = has_text || key == "text";
   }
   if (!has_text) fail_text(index, "the line has no \"text\" (--jsonl reads {\"text\": ..., \"text_pair\": ...})");
   return input;
-}
-
-// Classifies `inputs` (numbered from `first`) and prints a line per input. A forward pass takes either texts
-// alone or pairs, so a batch mixing both runs as consecutive runs of one kind, in input order.
-void classify_and_print(Pipeline const& pipeline, std::vector<ClassifyInput> const& inputs, std::size_t first,
-                        std::optional<std::size_t> top_k) {
-  for (std::size_t begin = 0; begin < inputs.size();) {
-    bool const paired = inputs[begin].pair.has_value();
-    std::vector<std::string> texts, pairs;
-    std::size_t end = begin;
-    for (; end < inputs.size() && inputs[end].pair.has_value() == paired; ++end) {
-      texts.push_back(inputs[end].text);
-      if (paired) pairs.push_back(*inputs[end].pair);
-    }
-    auto const results = pipeline.classify(texts, pairs, top_k, first + begin);
-    for (std::size_t i = 0; i < texts.size(); ++i) {
-      nlohmann::ordered_json list = nlohmann::ordered_json::array();
-      for (auto const& s : results[i]) list.push_back({{"label", s.label}, {"score", s.score}});
-      nlohmann::ordered_json line;
-      line["text"] = texts[i];
-      if (paired) line["text_pair"] = pairs[i];
-      line["labels"] = std::move(list);
-      std::cout << line.dump() << '\n';
-    }
-    begin = end;
-  }
 }
 
 }  // namespace
@@ -147,13 +86,20 @@ int classify_command(std::span<char const* const> args) {
         "classify --help')");
   }
   auto const pipeline = load_pipeline(*options, HeadKind::kSequenceClassification, "classify");
-  std::optional<std::size_t> const top_k =
-      options->top_k ? std::optional<std::size_t>(static_cast<std::size_t>(*options->top_k)) : std::nullopt;
+  runtime::ClassifyOptions task;
+  if (options->top_k) task.top_k = static_cast<std::size_t>(*options->top_k);
   for_each_batch(*options, [&](std::vector<std::string> const& lines, std::size_t first) {
-    std::vector<ClassifyInput> inputs;
+    std::vector<runtime::TextInput> inputs;
     for (std::size_t i = 0; i < lines.size(); ++i)
-      inputs.push_back(options->jsonl ? parse_json_line(lines[i], first + i) : ClassifyInput{lines[i], options->pair});
-    classify_and_print(*pipeline, inputs, first, top_k);
+      inputs.push_back(options->jsonl ? parse_json_line(lines[i], first + i)
+                                      : runtime::TextInput{lines[i], options->pair});
+    auto const results = pipeline->classify(inputs, task, text_run(*pipeline, first));
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      JsonOut line = {{"text", inputs[i].text}};
+      if (inputs[i].pair) line["text_pair"] = *inputs[i].pair;
+      line["labels"] = runtime::labels_json(results[i]);
+      print_line(line);
+    }
   });
   return 0;
 }

@@ -34,24 +34,11 @@ int fill_mask_command(std::span<char const* const> args) {
     return 0;
   }
   auto const pipeline = load_pipeline(*options, HeadKind::kMaskedLM, "fill-mask");
-  auto const top_k = static_cast<std::size_t>(options->top_k.value_or(5));
+  runtime::FillMaskOptions const task{.top_k = static_cast<std::size_t>(options->top_k.value_or(5))};
   for_each_batch(*options, [&](std::vector<std::string> const& texts, std::size_t first) {
-    auto const results = pipeline->fill_mask(texts, top_k, first);
-    for (std::size_t i = 0; i < texts.size(); ++i) {
-      nlohmann::ordered_json line;
-      line["text"] = texts[i];
-      nlohmann::ordered_json all = nlohmann::ordered_json::array();
-      for (auto const& row : results[i]) {
-        nlohmann::ordered_json list = nlohmann::ordered_json::array();
-        for (auto const& p : row) {
-          list.push_back(
-              {{"score", p.score}, {"token", p.token}, {"token_str", p.token_str}, {"sequence", p.sequence}});
-        }
-        all.push_back(std::move(list));
-      }
-      line["masks"] = std::move(all);
-      std::cout << line.dump() << '\n';
-    }
+    auto const results = pipeline->fill_mask(texts, task, text_run(*pipeline, first));
+    for (std::size_t i = 0; i < texts.size(); ++i)
+      print_line({{"text", texts[i]}, {"masks", runtime::masks_json(results[i])}});
   });
   return 0;
 }

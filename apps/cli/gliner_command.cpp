@@ -89,17 +89,11 @@ int gliner_command(std::span<char const* const> args) {
     std::fprintf(stderr, "flashdeberta: loaded %s in %.1f ms\n", options->common.model.string().c_str(), load.count());
   }
   for_each_batch(*options, [&](std::vector<std::string> const& texts, std::size_t first) {
-    auto const results = model.predict_entities(texts, labels, gliner_options, first);
-    for (std::size_t i = 0; i < texts.size(); ++i) {
-      nlohmann::ordered_json list = nlohmann::ordered_json::array();
-      for (GlinerEntity const& e : results[i]) {
-        list.push_back({{"start", e.start}, {"end", e.end}, {"text", e.text}, {"label", e.label}, {"score", e.score}});
-      }
-      nlohmann::ordered_json line;
-      line["text"] = texts[i];
-      line["entities"] = std::move(list);
-      std::cout << line.dump() << '\n';
-    }
+    runtime::GlinerRun const run{.names = runtime::InputNames::numbered("text", first),
+                                 .batch_size = static_cast<std::size_t>(options->batch_size)};
+    auto const results = model.predict_entities(texts, labels, gliner_options, run);
+    for (std::size_t i = 0; i < texts.size(); ++i)
+      print_line({{"text", texts[i]}, {"entities", runtime::gliner_entities_json(results[i])}});
   });
   return 0;
 }

@@ -35,21 +35,9 @@ int ner_command(std::span<char const* const> args) {
   }
   auto const pipeline = load_pipeline(*options, HeadKind::kTokenClassification, "ner");
   for_each_batch(*options, [&](std::vector<std::string> const& texts, std::size_t first) {
-    auto const results = pipeline->ner(texts, first);
-    for (std::size_t i = 0; i < texts.size(); ++i) {
-      nlohmann::ordered_json list = nlohmann::ordered_json::array();
-      for (auto const& e : results[i]) {
-        list.push_back({{"entity_group", e.entity_group},
-                        {"score", e.score},
-                        {"word", e.word},
-                        {"start", e.start},
-                        {"end", e.end}});
-      }
-      nlohmann::ordered_json line;
-      line["text"] = texts[i];
-      line["entities"] = std::move(list);
-      std::cout << line.dump() << '\n';
-    }
+    auto const results = pipeline->ner(texts, text_run(*pipeline, first));
+    for (std::size_t i = 0; i < texts.size(); ++i)
+      print_line({{"text", texts[i]}, {"entities", runtime::entities_json(results[i])}});
   });
   return 0;
 }

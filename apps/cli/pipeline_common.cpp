@@ -276,6 +276,12 @@ void for_each_batch(PipelineOptions const& options,
   }
 }
 
+void fail_text(std::size_t index, std::string const& message) {
+  throw runtime::InputError(runtime::InputError::Kind::kInvalid, "text " + std::to_string(index) + ": " + message);
+}
+
+void print_line(JsonOut const& line) { std::cout << line.dump() << '\n'; }
+
 std::string progress_line(std::size_t done, std::size_t total, double texts_per_second) {
   char rate[64];
   std::snprintf(rate, sizeof(rate), ", %.1f texts/s", texts_per_second);

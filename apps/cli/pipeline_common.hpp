@@ -21,6 +21,7 @@
 #include "flashdeberta/heads/head_kind.hpp"
 #include "flashdeberta/heads/head_output.hpp"
 #include "flashdeberta/runtime/pipeline.hpp"
+#include "flashdeberta/runtime/task_json.hpp"
 #include "flashdeberta/tokenizer/tokenizer.hpp"
 
 namespace flashdeberta::cli {
@@ -69,12 +70,21 @@ std::optional<PipelineOptions> parse_pipeline_options(std::string_view command, 
 // The usage lines every pipeline command shares (backend, dtype, ...), for the help texts.
 std::string pipeline_common_help();
 
-using runtime::fail_over_max_tokens;
-using runtime::fail_text;
+using runtime::JsonOut;
 using runtime::kMaxTextBytesPerToken;
 using runtime::max_text_bytes;
 using runtime::Pipeline;
-using runtime::require_text_bytes;
+
+// Refuses text (line) `index` with `message`: "text 3: <message>", exit status 1.
+[[noreturn]] void fail_text(std::size_t index, std::string const& message);
+
+// The run of a task over texts numbered from `first` ("text 3" in messages), bounded by --max-tokens.
+inline runtime::TaskRun text_run(Pipeline const& pipeline, std::size_t first) {
+  return pipeline.local_run(runtime::InputNames::numbered("text", first));
+}
+
+// Prints one JSON line on stdout.
+void print_line(JsonOut const& line);
 
 // The checkpoint of `options` with its tokenizer and the head `command` needs (runtime::Pipeline), the
 // load time on stderr with --timing.

@@ -42,14 +42,10 @@ int qa_command(std::span<char const* const> args) {
     throw UsageError("--context is empty (see 'flashdeberta qa --help')");
   }
   auto const pipeline = load_pipeline(*options, HeadKind::kQuestionAnswering, "qa");
-  runtime::Answer const a = pipeline->answer(*options->question, *options->context);
-  nlohmann::ordered_json line;
-  line["question"] = *options->question;
-  line["score"] = a.score;
-  line["start"] = a.start;
-  line["end"] = a.end;
-  line["answer"] = a.answer;
-  std::cout << line.dump() << '\n';
+  runtime::Answer const a = pipeline->answer(*options->question, *options->context, text_run(*pipeline, 1));
+  JsonOut line = {{"question", *options->question}};
+  line.update(runtime::answer_json(a));
+  print_line(line);
   return 0;
 }
 

@@ -13,30 +13,6 @@
 
 namespace flashdeberta::cli {
 
-namespace {
-
-// --max-length N [--truncation S]: N tokens per pair, cut by S (default longest_first). --truncation alone
-// cuts to the tokenizer's model_max_length, as HF's tokenizer does with truncation and no max_length.
-runtime::Truncate truncation_of(PipelineOptions const& options, Pipeline const& pipeline) {
-  runtime::Truncate truncate;
-  if (options.truncation) truncate.strategy = *options.truncation;
-  if (options.max_length) {
-    truncate.max_length = static_cast<std::size_t>(*options.max_length);
-  } else if (options.truncation && *options.truncation != tokenizer::Truncation::kNone) {
-    std::optional<std::int64_t> const model_max_length = pipeline.tokenizer().model_max_length();
-    if (!model_max_length) {
-      throw UsageError("--truncation " + std::string(tokenizer::truncation_name(*options.truncation)) +
-                       " without --max-length cuts to the tokenizer's model_max_length, but " +
-                       (options.tokenizer.value_or(options.common.model) / "tokenizer_config.json").string() +
-                       " gives none (add --max-length N)");
-    }
-    truncate.max_length = static_cast<std::size_t>(*model_max_length);
-  }
-  return truncate;
-}
-
-}  // namespace
-
 std::string rerank_help() {
   return "usage: flashdeberta rerank --model DIR --query Q [--top-n N] [--raw-scores] [--return-text]\n"
          "                           [--max-length N [--truncation S]] [options] [PASSAGE...]\n"
@@ -70,32 +46,25 @@ int rerank_command(std::span<char const* const> args) {
     return 0;
   }
   auto const pipeline = load_pipeline(*options, HeadKind::kSequenceClassification, "rerank");
-  runtime::Truncate const truncate = truncation_of(*options, *pipeline);
+  std::optional<std::size_t> const max_length =
+      options->max_length ? std::optional<std::size_t>(static_cast<std::size_t>(*options->max_length)) : std::nullopt;
+  runtime::Truncate const truncate =
+      pipeline->truncation(options->truncation, max_length, "--truncation", "--max-length");
   std::string const& query = *options->query;
-  // No passage yet: this checks that the checkpoint is a cross-encoder before any input is read.
-  pipeline->rerank(query, {}, std::nullopt, true, truncate);
+  pipeline->check_rerank();  // a cross-encoder, before any input is read
 
   // Batches of passages run one forward pass each; the order is over all of them, so it comes at the end.
   std::vector<float> logits;
   std::vector<std::string> passages;  // kept for --return-text only
   for_each_batch(*options, [&](std::vector<std::string> const& batch, std::size_t first) {
-    std::vector<runtime::RerankScore> const scores =
-        pipeline->rerank(query, batch, std::nullopt, true, truncate, first);
-    logits.resize(first - 1 + batch.size());
-    for (runtime::RerankScore const& s : scores) logits[first - 1 + s.index] = s.score;
+    std::vector<float> const part = pipeline->rerank_logits(query, batch, truncate, text_run(*pipeline, first));
+    logits.insert(logits.end(), part.begin(), part.end());
     if (options->return_text) passages.insert(passages.end(), batch.begin(), batch.end());
   });
   std::optional<std::size_t> const top_n =
       options->top_n ? std::optional<std::size_t>(static_cast<std::size_t>(*options->top_n)) : std::nullopt;
-  nlohmann::ordered_json ranked = nlohmann::ordered_json::array();
-  for (pipelines::RerankScore const& r : pipelines::rerank(logits, top_n, options->raw_scores)) {
-    nlohmann::ordered_json entry;
-    entry["index"] = r.index;
-    if (options->return_text) entry["text"] = passages[r.index];
-    entry["score"] = r.score;
-    ranked.push_back(std::move(entry));
-  }
-  std::cout << ranked.dump() << '\n';
+  print_line(
+      runtime::rerank_json(pipelines::rerank(logits, top_n, options->raw_scores), passages, options->return_text));
   return 0;
 }
 

@@ -149,13 +149,15 @@ int tokenize_command(std::span<char const* const> args) {
   std::size_t count = 0;
   auto const encode = [&](std::string const& text) -> std::string {
     ++count;
-    require_text_bytes(text.size() + (options->pair ? options->pair->size() : 0), count, options->max_tokens);
+    std::string const name = "text " + std::to_string(count);
+    runtime::TokenBound const bound = runtime::InputLimit::of(options->max_tokens, {}).read;
+    runtime::require_text_bytes(text.size() + (options->pair ? options->pair->size() : 0), name, bound);
     try {
       tokenizer::Encoding const e =
           options->pair ? tok.encode(text, *options->pair, encode_options) : tok.encode(text, encode_options);
       return to_json(e).dump();
     } catch (tokenizer::TokenLimitError const&) {
-      fail_over_max_tokens(count, options->max_tokens);
+      runtime::refuse_token_limit(name, bound);
     } catch (Error const& error) {  // "text: invalid UTF-8 ..." -> "text 3: invalid UTF-8 ..."
       std::string message = error.what();
       if (message.starts_with("text: ")) message.erase(0, 6);

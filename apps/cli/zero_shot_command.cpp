@@ -43,31 +43,24 @@ int zero_shot_command(std::span<char const* const> args) {
     std::cout << zero_shot_help();
     return 0;
   }
-  std::vector<std::string> const labels = pipelines::parse_candidate_labels(*options->labels);
-  if (labels.empty()) {
+  runtime::ZeroShotOptions task{.candidate_labels = pipelines::parse_candidate_labels(*options->labels),
+                                .multi_label = options->multi_label};
+  if (task.candidate_labels.empty()) {
     throw UsageError("--labels '" + *options->labels +
                      "' holds no label (give them comma-separated: --labels sports,politics; see 'flashdeberta "
                      "zero-shot --help')");
   }
-  std::string const hypothesis_template =
-      options->hypothesis_template.value_or(std::string(pipelines::kDefaultHypothesisTemplate));
+  if (options->hypothesis_template) task.hypothesis_template = *options->hypothesis_template;
   try {  // before the model loads
-    pipelines::hypotheses(hypothesis_template, labels);
+    pipelines::hypotheses(task.hypothesis_template, task.candidate_labels);
   } catch (Error const& e) {
     throw UsageError("--hypothesis-template: " + std::string(e.what()) + " (see 'flashdeberta zero-shot --help')");
   }
   auto const pipeline = load_pipeline(*options, HeadKind::kSequenceClassification, "zero-shot");
-  // No text yet: this checks the checkpoint's labels (an entailment label) before any input is read.
-  pipeline->zero_shot({}, labels, hypothesis_template, options->multi_label);
+  pipeline->check_zero_shot(task);  // the checkpoint's labels (an entailment label), before any input is read
   for_each_batch(*options, [&](std::vector<std::string> const& texts, std::size_t first) {
-    auto const results = pipeline->zero_shot(texts, labels, hypothesis_template, options->multi_label, first);
-    for (std::size_t i = 0; i < texts.size(); ++i) {
-      nlohmann::ordered_json line;
-      line["sequence"] = texts[i];
-      line["labels"] = results[i].labels;
-      line["scores"] = results[i].scores;
-      std::cout << line.dump() << '\n';
-    }
+    auto const results = pipeline->zero_shot(texts, task, text_run(*pipeline, first));
+    for (std::size_t i = 0; i < texts.size(); ++i) print_line(runtime::zero_shot_json(texts[i], results[i]));
   });
   return 0;
 }

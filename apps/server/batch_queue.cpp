@@ -39,20 +39,15 @@ struct BatchQueue::Job {
   std::promise<void> finished;
 };
 
-BatchQueue::BatchQueue(runtime::Pipeline const& pipeline, std::optional<std::int64_t> mask_token_id,
-                       std::int64_t max_batch_tokens, Metrics& metrics)
-    : pipeline_(pipeline),
-      mask_token_id_(mask_token_id),
-      max_batch_tokens_(max_batch_tokens),
-      metrics_(metrics),
-      worker_([this] { work(); }) {}
+BatchQueue::BatchQueue(runtime::Pipeline const& pipeline, std::int64_t max_batch_tokens, Metrics& metrics)
+    : pipeline_(pipeline), max_batch_tokens_(max_batch_tokens), metrics_(metrics), worker_([this] { work(); }) {}
 
 BatchQueue::~BatchQueue() {
   stop();
   if (worker_.joinable()) worker_.join();
 }
 
-HeadOutput BatchQueue::run(std::vector<tokenizer::Encoding>& encodings) {
+HeadOutput BatchQueue::run(std::vector<tokenizer::Encoding>& encodings) const {
   if (encodings.empty()) return {};
   auto job = std::make_shared<Job>();
   job->encodings = &encodings;
@@ -156,7 +151,7 @@ void BatchQueue::run_batch(std::vector<Slice> const& slices) {
   };
   HeadOutput out;
   try {
-    out = pipeline_.forward(batch, mask_token_id_, 1);
+    out = pipeline_.model().forward_head(runtime::pack_sequences(batch, pipeline_.config()), pipeline_.mask_token_id());
   } catch (...) {
     give_back();
     throw;
@@ -165,38 +160,13 @@ void BatchQueue::run_batch(std::vector<Slice> const& slices) {
   give_back();
   metrics_.record_batch(slices.size(), batch.size(), tokens, seconds);
 
-  // Each tensor's rows go to the request of their sequence or token, renumbered from that request's start.
-  for (HostHeadTensor const& t : out.tensors) {
-    auto const width = static_cast<std::size_t>(t.width);
-    std::vector<HostHeadTensor*> targets;
-    for (Slice const& slice : slices) {
-      HeadOutput& own = slice.job->output;
-      auto it = std::find_if(own.tensors.begin(), own.tensors.end(), [&](auto const& x) { return x.name == t.name; });
-      if (it == own.tensors.end()) {
-        own.tensors.push_back(HostHeadTensor{t.name, t.rows, {}, 0, t.width, t.squeeze, {}});
-        it = own.tensors.end() - 1;
-      }
-      targets.push_back(&*it);
-    }
-    auto const append = [&](std::size_t k, std::int64_t row) {
-      targets[k]->values.insert(targets[k]->values.end(), t.values.begin() + row * width,
-                                t.values.begin() + (row + 1) * width);
-      ++targets[k]->row_count;
-    };
-    if (t.rows == HeadRows::kSequences) {
-      std::int64_t row = 0;
-      for (std::size_t k = 0; k < slices.size(); ++k)
-        for (std::size_t s = slices[k].begin; s < slices[k].end; ++s) append(k, row++);
-      continue;
-    }
-    for (std::int64_t r = 0; r < t.row_count; ++r) {
-      std::int64_t const token = t.tokens[r];
-      auto const k = static_cast<std::size_t>(std::upper_bound(token_starts.begin(), token_starts.end(), token) -
-                                              token_starts.begin()) -
-                     1;
-      targets[k]->tokens.push_back(token - token_starts[k] + slices[k].job->tokens_done);
-      append(k, r);
-    }
+  // Each slice's rows go to its request, its tokens renumbered from where that request's previous rows ended.
+  std::size_t first = 0;  // the slice's first sequence in the batch
+  for (std::size_t k = 0; k < slices.size(); ++k) {
+    std::size_t const last = first + (slices[k].end - slices[k].begin);
+    runtime::append_head_rows(slices[k].job->output, out, first, last, token_starts[k], token_starts[k + 1],
+                              slices[k].job->tokens_done);
+    first = last;
   }
   for (std::size_t k = 0; k < slices.size(); ++k) {
     Job& job = *slices[k].job;

@@ -60,12 +60,11 @@ class RequestGate {
   std::size_t in_flight_ = 0;
 };
 
-class BatchQueue {
+// The server's runtime::HeadRunner: what the routes' task runs go through.
+class BatchQueue final : public runtime::HeadRunner {
  public:
-  // `mask_token_id`: for a masked LM, the forward computes the logits of these tokens only (fill-mask).
-  // Starts the worker thread.
-  BatchQueue(runtime::Pipeline const& pipeline, std::optional<std::int64_t> mask_token_id,
-             std::int64_t max_batch_tokens, Metrics& metrics);
+  // Starts the worker thread. A masked LM's forwards compute the logits of its mask tokens only (fill-mask).
+  BatchQueue(runtime::Pipeline const& pipeline, std::int64_t max_batch_tokens, Metrics& metrics);
   ~BatchQueue();  // stop(), then joins the worker
   BatchQueue(BatchQueue const&) = delete;
   BatchQueue& operator=(BatchQueue const&) = delete;
@@ -75,7 +74,7 @@ class BatchQueue {
   // Blocks until done. Each encoding must hold at most max_batch_tokens tokens. The encodings are moved
   // into the batch and back, and are as given on return. Throws ApiError: 503 once stop() was called,
   // 424 when the forward failed.
-  HeadOutput run(std::vector<tokenizer::Encoding>& encodings);
+  HeadOutput run(std::vector<tokenizer::Encoding>& encodings) const override;
 
   // Refuses new work; the worker ends once every queued request is answered.
   void stop();
@@ -97,14 +96,13 @@ class BatchQueue {
   void run_batch(std::vector<Slice> const& slices);
 
   runtime::Pipeline const& pipeline_;
-  std::optional<std::int64_t> mask_token_id_;
   std::int64_t max_batch_tokens_;
   Metrics& metrics_;
   mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::shared_ptr<Job>> queue_;
-  std::size_t queued_sequences_ = 0;
-  bool stopping_ = false;
+  mutable std::condition_variable wake_;
+  mutable std::deque<std::shared_ptr<Job>> queue_;
+  mutable std::size_t queued_sequences_ = 0;
+  mutable bool stopping_ = false;
   std::thread worker_;  // last: started once everything above exists
 };
 

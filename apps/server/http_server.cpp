@@ -26,6 +26,21 @@ std::string dump(JsonOut const& value) { return value.dump(-1, ' ', false, JsonO
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
+// A task's refusal of an input, in TEI's terms: what the client sent is wrong (422), unless the server's own
+// tokenizer and model disagree (424).
+ApiError api_error_of(runtime::InputError const& e) {
+  switch (e.kind()) {
+    case runtime::InputError::Kind::kTokenizer:
+      return ApiError(kUnprocessable, ErrorType::kTokenizer, e.what());
+    case runtime::InputError::Kind::kVocabulary:
+      return ApiError(kFailedDependency, ErrorType::kBackend, e.what());
+    case runtime::InputError::Kind::kInvalid:
+    case runtime::InputError::Kind::kTooLong:
+      break;
+  }
+  return ApiError(kUnprocessable, ErrorType::kValidation, e.what());
+}
+
 }  // namespace
 
 void write_error(httplib::Response& response, int status, std::string_view type, std::string const& message) {
@@ -108,6 +123,11 @@ void HttpServer::plain_route(std::string const& method, std::string const& path,
       handler(request, response);
     } catch (ApiError const& e) {
       write_error(response, e.status(), error_type_name(e.type()), e.what());
+    } catch (runtime::InputError const& e) {
+      ApiError const api = api_error_of(e);
+      write_error(response, api.status(), error_type_name(api.type()), api.what());
+    } catch (runtime::UsageError const& e) {  // a task option the model cannot take (a template without {})
+      write_error(response, kUnprocessable, error_type_name(ErrorType::kValidation), e.what());
     } catch (std::bad_alloc const&) {
       write_error(response, kInternalError, error_type_name(ErrorType::kBackend), "out of memory");
     } catch (std::exception const& e) {

@@ -9,8 +9,6 @@
 
 namespace flashdeberta::cli::server {
 
-using runtime::head_description;
-
 namespace {
 
 std::string joined(std::vector<std::string> const& items) {
@@ -70,21 +68,14 @@ ModelService::ModelService(ServeOptions const& options, Metrics& metrics)
                               " is more than --max-batch-tokens " + std::to_string(options.max_batch_tokens) +
                               ", so one input could not fit a batch; raise --max-batch-tokens or lower it");
   }
-  if (head_ == HeadKind::kSequenceClassification || head_ == HeadKind::kTokenClassification) {
-    labels_ = label_names(config);
-    score_function_ = pipelines::classification_function(pipeline_->problem_type(), labels_.size());
-  }
-  if (head_ == HeadKind::kSequenceClassification) nli_labels_ = pipelines::nli_label_ids(labels_);
-  std::optional<std::int64_t> mask_token_id;
-  if (head_ == HeadKind::kMaskedLM) {
-    mask_token_id = pipeline_->tokenizer().mask_token_id();
-    if (*mask_token_id < 0)
-      throw runtime::UsageError("the tokenizer has no mask token ([MASK]), so /fill-mask would have nothing to fill");
-  }
-  queue_ = std::make_unique<BatchQueue>(*pipeline_, mask_token_id, options.max_batch_tokens, metrics);
+  queue_ = std::make_unique<BatchQueue>(*pipeline_, options.max_batch_tokens, metrics);
 }
 
 ModelService::~ModelService() { queue_.reset(); }
+
+bool ModelService::has_labels() const {
+  return head_ == HeadKind::kSequenceClassification || head_ == HeadKind::kTokenClassification;
+}
 
 bool ModelService::serves(ModelRoute route) const {
   if (gliner_) return route == ModelRoute::kGliner;
@@ -92,9 +83,9 @@ bool ModelService::serves(ModelRoute route) const {
     case ModelRoute::kPredict:
       return head_ == HeadKind::kSequenceClassification;
     case ModelRoute::kRerank:
-      return head_ == HeadKind::kSequenceClassification && labels_.size() == 1;
+      return head_ == HeadKind::kSequenceClassification && pipeline_->labels().size() == 1;
     case ModelRoute::kZeroShot:
-      return head_ == HeadKind::kSequenceClassification && nli_labels_.has_value();
+      return head_ == HeadKind::kSequenceClassification && pipeline_->nli_labels().has_value();
     case ModelRoute::kEmbed:
       return head_ == HeadKind::kBase;
     case ModelRoute::kFillMask:
@@ -154,7 +145,7 @@ std::string ModelService::describe() const {
   std::string out = std::string(runtime::variant_name(config)) + " " + std::string(head_description(head_)) +
                     " checkpoint " + options_.runtime.model.string() + " (architectures " +
                     (config.architectures.empty() ? std::string("none") : joined(config.architectures));
-  if (!labels_.empty()) out += "; labels " + joined(labels_);
+  if (has_labels()) out += "; labels " + joined(pipeline_->labels());
   return out + ")";
 }
 
@@ -162,40 +153,16 @@ QueueGauges ModelService::gauges() const {
   return {gate_.in_flight(), gate_.limit(), queue_ ? queue_->queued_sequences() : 0};
 }
 
-tokenizer::Encoding ModelService::encode(std::string const& text, std::string const* pair, bool truncate,
-                                         std::string const& what, tokenizer::Truncation strategy,
-                                         std::size_t length) const {
-  tokenizer::EncodeOptions options;
-  std::size_t const limit = length == 0 ? static_cast<std::size_t>(max_input_length_) : length;
-  if (truncate) {
-    options.max_length = limit;
-    options.truncation = strategy;
-  } else if (limit != kUnbounded) {
-    options.token_limit = limit;  // tokenizing stops as soon as the input is sure to be too long
-  }
-  tokenizer::Encoding e;
-  try {
-    e = pair != nullptr ? pipeline_->tokenizer().encode(text, *pair, options)
-                        : pipeline_->tokenizer().encode(text, options);
-  } catch (tokenizer::TokenLimitError const&) {
-    fail_validation(what + " holds more than " + std::to_string(limit) +
-                    " tokens, the most an input may hold (--max-input-length); send \"truncate\": true to cut it");
-  } catch (Error const& error) {
-    throw ApiError(kUnprocessable, ErrorType::kTokenizer, what + ": " + error.what());
-  }
-  std::int64_t const vocab = pipeline_->config().vocab_size;
-  for (std::size_t t = 0; t < e.size(); ++t) {
-    if (e.input_ids[t] < 0 || e.input_ids[t] >= vocab) {
-      throw ApiError(kFailedDependency, ErrorType::kBackend,
-                     what + ": token '" + e.tokens[t] + "' has id " + std::to_string(e.input_ids[t]) +
-                         ", outside the model's vocabulary (vocab_size " + std::to_string(vocab) +
-                         "); the server's tokenizer is not the checkpoint's own");
-    }
-  }
-  return e;
+runtime::TaskRun ModelService::request_run(runtime::InputNames names) const {
+  runtime::TokenBound const run{max_input_length_, "--max-input-length", "send \"truncate\": true to cut it"};
+  runtime::TokenBound const read{options_.max_batch_tokens, "--max-batch-tokens", "raise --max-batch-tokens"};
+  return runtime::TaskRun{std::move(names), {run, read}, queue_.get()};
 }
 
-HeadOutput ModelService::forward(std::vector<tokenizer::Encoding>& encodings) const { return queue_->run(encodings); }
+runtime::Truncate ModelService::truncation(bool truncate) const {
+  if (!truncate) return {};
+  return {static_cast<std::size_t>(max_input_length_), tokenizer::Truncation::kLongestFirst};
+}
 
 JsonOut ModelService::info() const {
   if (gliner_) return gliner_info();
@@ -207,14 +174,15 @@ JsonOut ModelService::info() const {
                         : options_.runtime.dtype == DType::kF16 ? "float16"
                                                                 : "float32";
   JsonOut type;
-  if (head_ == HeadKind::kSequenceClassification || head_ == HeadKind::kTokenClassification) {
+  std::vector<std::string> const labels = has_labels() ? pipeline_->labels() : std::vector<std::string>();
+  if (has_labels()) {
     JsonOut id2label = JsonOut::object(), label2id = JsonOut::object();
-    for (std::size_t i = 0; i < labels_.size(); ++i) {
-      id2label[std::to_string(i)] = labels_[i];
-      label2id[labels_[i]] = i;
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+      id2label[std::to_string(i)] = labels[i];
+      label2id[labels[i]] = i;
     }
     std::string const kind = head_ == HeadKind::kTokenClassification ? "token_classifier"
-                             : labels_.size() == 1                   ? "reranker"
+                             : labels.size() == 1                    ? "reranker"
                                                                      : "classifier";
     type[kind] = {{"id2label", id2label}, {"label2id", label2id}};
   } else if (head_ == HeadKind::kBase) {
@@ -239,12 +207,39 @@ JsonOut ModelService::info() const {
   info["variant"] = runtime::variant_name(config);
   info["architectures"] = config.architectures;
   info["head"] = std::string(head_description(head_));
-  info["labels"] = labels_;
+  info["labels"] = labels;
   info["routes"] = routes();
   info["backend"] = runtime::backend_name(options_.runtime.backend);
   info["attention"] = runtime::attention_name(options_.runtime.attention);
   info["dtype"] = runtime::dtype_option_name(options_.runtime.dtype);
   info["threads"] = pipeline_->threads();
+  return info;
+}
+
+JsonOut ModelService::gliner_info() const {
+  GlinerConfig const& config = gliner_->config();
+  JsonOut info;
+  info["model_id"] = options_.model_id;
+  info["model_sha"] = nullptr;
+  info["model_dtype"] = "float32";
+  JsonOut gliner;
+  gliner["span_mode"] = std::string(span_mode_name(config.span_mode));
+  gliner["max_width"] = config.max_width;
+  gliner["max_len"] = config.max_len;
+  info["model_type"] = {{"gliner", gliner}};
+  info["max_concurrent_requests"] = options_.max_concurrent_requests;
+  info["max_batch_tokens"] = options_.max_batch_tokens;
+  info["max_client_batch_size"] = options_.max_client_batch_size;
+  info["payload_limit"] = options_.payload_limit;
+  info["version"] = FLASHDEBERTA_VERSION_STRING;
+  info["model_dir"] = options_.runtime.model.string();
+  info["variant"] = runtime::variant_name(config.encoder);
+  info["head"] = "gliner";
+  info["routes"] = routes();
+  info["backend"] = runtime::backend_name(options_.runtime.backend);
+  info["attention"] = runtime::attention_name(options_.runtime.attention);
+  info["dtype"] = runtime::dtype_option_name(options_.runtime.dtype);
+  info["threads"] = gliner_->threads();
   return info;
 }
 

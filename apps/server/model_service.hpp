@@ -15,22 +15,19 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "flashdeberta/heads/head_kind.hpp"
 #include "flashdeberta/pipelines/embedding.hpp"
-#include "flashdeberta/pipelines/text_classification.hpp"
-#include "flashdeberta/pipelines/zero_shot.hpp"
 #include "flashdeberta/runtime/gliner.hpp"
 #include "flashdeberta/runtime/options.hpp"
 #include "flashdeberta/runtime/pipeline.hpp"
+#include "flashdeberta/runtime/task_json.hpp"
 #include "server/batch_queue.hpp"
 #include "server/metrics.hpp"
 #include "server/requests.hpp"
 
 namespace flashdeberta::cli::server {
 
-using JsonOut = nlohmann::ordered_json;
+using runtime::JsonOut;
 
 // What `flashdeberta serve` was asked for (serve_command.cpp parses it).
 struct ServeOptions {
@@ -88,16 +85,14 @@ class ModelService {
   JsonOut info() const;
 
  private:
-  // `text` (with `pair`) tokenized as input `what` ("inputs[2]"): cut to `length` tokens (strategy) with
-  // `truncate`, else refused (422) when longer; a text the tokenizer refuses is 422 too. `length` 0 is
-  // --max-input-length; kUnbounded takes the input whole (the body size bounds it).
-  static constexpr std::size_t kUnbounded = static_cast<std::size_t>(-1);
-  tokenizer::Encoding encode(std::string const& text, std::string const* pair, bool truncate, std::string const& what,
-                             tokenizer::Truncation strategy = tokenizer::Truncation::kLongestFirst,
-                             std::size_t length = 0) const;
-  // The head's rows for `encodings` through the batching queue.
-  HeadOutput forward(std::vector<tokenizer::Encoding>& encodings) const;
+  // A request's run of its task: its inputs named as the request body names them, each bounded by
+  // --max-input-length as it runs (and by --max-batch-tokens as it is read), the forwards through the
+  // batching queue. A task's refusals (runtime::InputError, UsageError) become the route's ApiError.
+  runtime::TaskRun request_run(runtime::InputNames names) const;
+  // Truncation to --max-input-length (longest_first, on the right) when the request asks for it.
+  runtime::Truncate truncation(bool truncate) const;
   bool serves(ModelRoute route) const;
+  bool has_labels() const;  // a classification head: labels in /info and the start line
 
   JsonOut gliner_info() const;
 
@@ -107,9 +102,6 @@ class ModelService {
   std::unique_ptr<runtime::GlinerModel> gliner_;
   mutable std::mutex gliner_mutex_;
   HeadKind head_ = HeadKind::kBase;
-  std::vector<std::string> labels_;  // id2label of the classification heads
-  pipelines::ScoreFunction score_function_ = pipelines::ScoreFunction::kSoftmax;
-  std::optional<pipelines::NliLabelIds> nli_labels_;  // the columns zero-shot reads, when the model has them
   std::int64_t max_input_length_ = 0;
   RequestGate gate_;
   std::unique_ptr<BatchQueue> queue_;  // destroyed (worker joined) before pipeline_

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "flashdeberta/gliner/gliner_decoding.hpp"
+#include "flashdeberta/runtime/text_input.hpp"
 
 namespace flashdeberta::cli::server {
 
@@ -21,10 +22,7 @@ struct RequestLimits {
 };
 
 // One input of /predict: a text, or a text and its pair.
-struct TextInput {
-  std::string text;
-  std::optional<std::string> pair;
-};
+using runtime::TextInput;
 
 // POST /predict {"inputs": "text" | ["text", "pair"] | [["text"], ["text", "pair"], ...], "raw_scores",
 // "truncate"}. `batch`: the answer is a list per input (TEI answers a single input with its list alone).

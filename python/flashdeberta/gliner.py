@@ -92,12 +92,8 @@ class GLiNER:
         labels = _labels(labels)
         size = self.batch_size if batch_size is None else integer(batch_size, "batch_size", 1)
         threshold = real(threshold, "threshold")
-        results = []
-        for first in range(0, len(texts), size):
-            results.extend(self._native.predict_entities(texts[first:first + size], labels, threshold,
-                                                         bool(flat_ner), bool(multi_label), long_text,
-                                                         window_overlap))
-        return results
+        return self._native.predict_entities(texts, labels, threshold, bool(flat_ner), bool(multi_label), long_text,
+                                             window_overlap, size)
 
     def __repr__(self):
         return f"flashdeberta.GLiNER({self.name_or_path!r}: {self._native.description})"

@@ -1,9 +1,6 @@
 """AutoModel and AutoModelFor*: a checkpoint with one head on a backend, called with numpy inputs and
 returning HF's output fields (float32 numpy arrays in HF's layouts)."""
 
-import json
-import os
-
 import numpy as np
 
 from . import _native
@@ -37,18 +34,6 @@ def dtype_name(dtype):
     return _DTYPES[name]
 
 
-def read_config(directory):
-    """config.json as a dict (the C++ loader checks it in depth when the model loads)."""
-    path = os.path.join(directory, "config.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise OSError(f"{path}: cannot read the model config (no such file)") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: not a JSON config ({e})") from None
-
-
 class ModelOutput(dict):
     """HF's ModelOutput: the fields by key (out["logits"]) or as attributes (out.logits)."""
 
@@ -71,19 +56,16 @@ class PreTrainedModel(_native.ModelBase):
         self.device = "cuda" if backend_for(device, backend) == "cuda" else "cpu"
         self.dtype = dtype_name(dtype)
         threads, max_tokens = threads_and_max_tokens(threads, max_tokens)
-        # The C++ loader first: its strict reader names what is wrong with a config.json, then Python reads it.
         self._native = _native.Model(directory, head, backend_for(device, backend), self.dtype, attention,
                                      threads, max_tokens, ModelOutput)
-        self.config = read_config(directory)
+        # config.json as the C++ loader's strict reader reads it (duplicate keys, NaN, invalid UTF-8 refused).
+        self.config = self._native.config
 
     @property
     def id2label(self):
-        # HF's PretrainedConfig rule, which the C++ loader follows too: id2label, when there is one, gives the
-        # labels and their number (a num_labels key beside it is overridden); else num_labels (2 by default).
-        labels = self.config.get("id2label")
-        if labels:
-            return {int(i): label for i, label in sorted(labels.items(), key=lambda item: int(item[0]))}
-        return {i: f"LABEL_{i}" for i in range(self.config.get("num_labels", 2))}
+        # The labels as the library reads them (HF's PretrainedConfig rule: id2label when there is one, which
+        # also gives their number, else LABEL_<i> for num_labels, 2 by default).
+        return dict(enumerate(self._native.labels))
 
     @property
     def label2id(self):

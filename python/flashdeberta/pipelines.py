@@ -13,13 +13,9 @@ _TASKS = {"fill-mask": "fill-mask", "text-classification": "text-classification"
           "zero-shot-classification": "zero-shot-classification", "rerank": "rerank", "text-ranking": "rerank"}
 
 
-def _batches(items, size):
-    for first in range(0, len(items), size):
-        yield items[first:first + size]
-
-
 class Pipeline:
-    """What the four pipelines share: the loaded checkpoint and the batch size."""
+    """What the pipelines share: the loaded checkpoint and the batch size. The tasks themselves (encoding,
+    batches of batch_size inputs, post-processing) run in C++, the same task units as the CLI's commands."""
 
     def __init__(self, native, task, batch_size):
         self._native = native
@@ -28,12 +24,6 @@ class Pipeline:
 
     def _batch_size(self, batch_size):
         return self.batch_size if batch_size is None else integer(batch_size, "batch_size", 1)
-
-    def _run(self, texts, run, batch_size):
-        results = []
-        for batch in _batches(texts, self._batch_size(batch_size)):
-            results.extend(run(batch))
-        return results
 
     def __repr__(self):
         return f"flashdeberta.{type(self).__name__}(task={self.task!r})"
@@ -46,8 +36,7 @@ class FillMaskPipeline(Pipeline):
         if not texts:
             return []
         top_k = integer(top_k, "top_k", 1)
-        per_text = self._run(texts, lambda batch: self._native.fill_mask(batch, top_k), batch_size)
-        outputs = [masks[0] if len(masks) == 1 else masks for masks in per_text]
+        outputs = self._native.fill_mask(texts, top_k, self._batch_size(batch_size))
         # HF returns a one-text list's result unwrapped, as for a single text.
         return outputs[0] if single or len(outputs) == 1 else outputs
 
@@ -74,15 +63,11 @@ class TextClassificationPipeline(Pipeline):
                                  f"them, not {type(item).__name__}")
         if not texts:
             return []
-        if any(p is not None for p in pairs) and not all(isinstance(p, str) for p in pairs):
-            raise ValueError("every input of one call needs a text_pair (str) when one has it")
+        for pair in pairs:
+            if pair is not None and not isinstance(pair, str):
+                raise ValueError(f"text_pair must be a str or None, not {type(pair).__name__}")
         k = None if legacy or top_k is None else integer(top_k, "top_k", 1)
-
-        size = self._batch_size(batch_size)
-        results = []
-        for first in range(0, len(texts), size):
-            chunk_pairs = None if pairs[0] is None else pairs[first:first + size]
-            results.extend(self._native.classify(texts[first:first + size], chunk_pairs, k))
+        results = self._native.classify(texts, pairs, k, None, self._batch_size(batch_size))
         if legacy:
             results = [labels[0] for labels in results]
             if isinstance(inputs, str):
@@ -94,7 +79,7 @@ class TokenClassificationPipeline(Pipeline):
     def __call__(self, inputs, batch_size=None):
         """Entities of each text ("simple" aggregation): entity_group, score, word, start, end."""
         texts, single = text_list(inputs, "inputs")
-        per_text = self._run(texts, self._native.ner, batch_size)
+        per_text = self._native.ner(texts, self._batch_size(batch_size))
         return per_text[0] if single else per_text
 
 
@@ -136,9 +121,8 @@ class ZeroShotClassificationPipeline(Pipeline):
         for i, label in enumerate(candidate_labels):
             check_text(label, f"candidate_labels[{i}]")
         hypothesis_template = check_text(str(hypothesis_template), "hypothesis_template")
-        run = lambda batch: self._native.zero_shot(batch, list(candidate_labels), hypothesis_template,
-                                                   bool(multi_label))
-        results = self._run(texts, run, batch_size)
+        results = self._native.zero_shot(texts, list(candidate_labels), hypothesis_template, bool(multi_label),
+                                         self._batch_size(batch_size))
         return results[0] if single else results
 
 
@@ -160,12 +144,8 @@ class RerankPipeline(Pipeline):
             truncation = "longest_first"
         strategy = None if truncation is False or truncation is None else str(truncation)
         length = None if max_length is None else integer(max_length, "max_length", 1)
-        logits = self._run(texts, lambda batch: self._native.rerank_logits(query, batch, length, strategy),
-                           batch_size)
-        ranked = _native.rank_passages(logits, top_n, bool(raw_scores))
-        if return_text:  # TEI's key order: index, text, score
-            ranked = [{"index": r["index"], "text": texts[r["index"]], "score": r["score"]} for r in ranked]
-        return ranked
+        return self._native.rerank(query, texts, top_n, bool(raw_scores), bool(return_text), length, strategy,
+                                   self._batch_size(batch_size))
 
 
 _CLASSES = {"fill-mask": FillMaskPipeline, "text-classification": TextClassificationPipeline,

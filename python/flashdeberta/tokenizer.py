@@ -54,30 +54,12 @@ class Tokenizer:
         if return_tensors not in ("np", None):
             raise ValueError(f"return_tensors={return_tensors!r}: flashdeberta returns numpy arrays ('np') or "
                              "lists (None)")
+        rows = self._native.encode_batch(texts, pairs, add_special_tokens, trunc, max_length, pad,
+                                         return_offsets_mapping, return_tensors is None)
         if return_tensors == "np":
-            return dict(self._native.encode_batch(texts, pairs, add_special_tokens, trunc, max_length, pad,
-                                                  return_offsets_mapping))
-        return self._as_lists(texts, pairs, add_special_tokens, trunc, max_length, pad, return_offsets_mapping,
-                              single)
-
-    def _as_lists(self, texts, pairs, add_special_tokens, trunc, max_length, pad, offsets, single):
-        """HF's return_tensors=None: Python lists, one row per text (flat for a single text)."""
-        rows = []
-        for i, text in enumerate(texts):
-            row = self._native.encode_batch([text], None if pairs is None else [pairs[i]], add_special_tokens,
-                                            trunc, max_length, "do_not_pad", offsets)
-            rows.append({k: v[0].tolist() for k, v in row.items()})
-        if pad != "do_not_pad":
-            width = max(len(r["input_ids"]) for r in rows) if pad == "longest" else max_length
-            for r in rows:
-                extra = max(0, width - len(r["input_ids"]))
-                r["input_ids"] += [self.pad_token_id] * extra
-                r["token_type_ids"] += [0] * extra
-                r["attention_mask"] += [0] * extra
-                if offsets:
-                    r["offset_mapping"] += [[0, 0]] * extra
-        keys = rows[0].keys()
-        return {k: rows[0][k] if single else [r[k] for r in rows] for k in keys}
+            return dict(rows)
+        # HF's return_tensors=None: lists, one row per text (the row itself for a single text).
+        return {k: v[0] if single else v for k, v in rows.items()}
 
     def _one_text(self, text, text_pair):
         if not isinstance(text, str):

@@ -10,6 +10,7 @@
 #include "bindings.hpp"
 #include "flashdeberta/gliner/gliner_long_text.hpp"
 #include "flashdeberta/runtime/gliner.hpp"
+#include "json_objects.hpp"
 
 namespace flashdeberta::python {
 
@@ -25,9 +26,10 @@ class Gliner {
 
   // Per text, its entities: [{"start", "end", "text", "label", "score"}, ...] in GLiNER's order. long_text:
   // "truncate", "windows" or "single_pass" (docs/gliner.md section 11).
-  py::list predict_entities(std::vector<std::string> const& texts, std::vector<std::string> const& labels,
-                            double threshold, bool flat_ner, bool multi_label, std::string const& long_text,
-                            std::optional<std::int64_t> window_overlap) const {
+  // texts in forwards of at most batch_size texts (and max_tokens tokens), as the CLI's --batch-size.
+  py::object predict_entities(std::vector<std::string> const& texts, std::vector<std::string> const& labels,
+                              double threshold, bool flat_ner, bool multi_label, std::string const& long_text,
+                              std::optional<std::int64_t> window_overlap, std::size_t batch_size) const {
     require_fork_safe(model_->threads());
     std::optional<GlinerLongText> const mode = parse_gliner_long_text(long_text);
     if (!mode) {
@@ -38,22 +40,15 @@ class Gliner {
                                 .multi_label = multi_label,
                                 .long_text = *mode,
                                 .window_overlap = window_overlap};
-    std::vector<std::vector<GlinerEntity>> results;
+    if (batch_size == 0) throw runtime::UsageError("batch_size must be at least 1");
+    runtime::JsonOut out = runtime::JsonOut::array();
     {
       py::gil_scoped_release const unlocked;
       ScopedNativeTime const timed;
-      results = model_->predict_entities(texts, labels, options);
+      for (auto const& entities : model_->predict_entities(texts, labels, options, {.batch_size = batch_size}))
+        out.push_back(runtime::gliner_entities_json(entities));
     }
-    py::list out;
-    for (auto const& entities : results) {
-      py::list per_text;
-      for (GlinerEntity const& e : entities) {
-        per_text.append(py::dict(py::arg("start") = e.start, py::arg("end") = e.end, py::arg("text") = e.text,
-                                 py::arg("label") = e.label, py::arg("score") = e.score));
-      }
-      out.append(per_text);
-    }
-    return out;
+    return to_python(out);
   }
 
   std::string description() const { return model_->describe() + ", " + std::to_string(model_->threads()) + " threads"; }
@@ -68,7 +63,8 @@ void bind_gliner(py::module_& m) {
       .def(py::init<std::string const&, std::string const&, std::string const&, int, std::int64_t>(), py::arg("model"),
            py::arg("backend"), py::arg("attention"), py::arg("threads"), py::arg("max_tokens"))
       .def("predict_entities", &Gliner::predict_entities, py::arg("texts"), py::arg("labels"), py::arg("threshold"),
-           py::arg("flat_ner"), py::arg("multi_label"), py::arg("long_text"), py::arg("window_overlap"))
+           py::arg("flat_ner"), py::arg("multi_label"), py::arg("long_text"), py::arg("window_overlap"),
+           py::arg("batch_size"))
       .def_property_readonly("description", &Gliner::description)
       .def_property_readonly("max_len", &Gliner::max_len);
 }

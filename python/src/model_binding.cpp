@@ -10,9 +10,13 @@
 #include "bindings.hpp"
 #include "flashdeberta/core/error.hpp"
 #include "flashdeberta/heads/head_kind.hpp"
+#include "flashdeberta/heads/sequence_classification.hpp"
+#include "flashdeberta/io/json.hpp"
+#include "flashdeberta/io/mapped_file.hpp"
 #include "flashdeberta/runtime/loaded_model.hpp"
 #include "flashdeberta/runtime/options.hpp"
 #include "flashdeberta/runtime/token_input.hpp"
+#include "json_objects.hpp"
 
 namespace flashdeberta::python {
 
@@ -77,7 +81,7 @@ class Model {
     runtime::RuntimeOptions const options = runtime_options(directory, backend, dtype, attention, threads, max_tokens);
     max_tokens_ = max_tokens;
     std::optional<HeadKind> const kind = parse_head_kind(head);
-    if (!kind) throw runtime::UsageError("head '" + head + "' is not one of base, mlm, seqcls, tokcls, qa, mc");
+    if (!kind) throw runtime::UsageError("head '" + head + "' is not one of " + head_kind_names());
     head_ = *kind;
     py::gil_scoped_release const unlocked;
     ScopedNativeTime const timed;
@@ -152,6 +156,14 @@ class Model {
   }
 
   std::string head() const { return std::string(head_kind_name(head_)); }
+  // config.json as a dict in the file's order, read by the same strict reader as the model's config.
+  py::object config() const {
+    io::MappedFile const file = io::MappedFile::open(config_source_);
+    std::string_view const text(reinterpret_cast<char const*>(file.bytes().data()), file.size());
+    return to_python(io::parse_json<runtime::JsonOut>(text, config_source_, "config"));
+  }
+  // id2label as the library reads it (HF's rule: id2label when present, else LABEL_<i> for num_labels).
+  std::vector<std::string> labels() const { return label_names(config_); }
   std::string const& description() const { return description_; }
 
  private:
@@ -200,6 +212,8 @@ void bind_model(py::module_& m) {
           py::arg("input_ids"), py::arg("attention_mask") = py::none(), py::arg("token_type_ids") = py::none(),
           py::arg("on_device") = false)
       .def_property_readonly("head", &Model::head)
+      .def_property_readonly("config", &Model::config)
+      .def_property_readonly("labels", &Model::labels)
       .def_property_readonly("description", &Model::description);
   model_type = reinterpret_cast<PyTypeObject*>(model.ptr());
 }

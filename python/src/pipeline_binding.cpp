@@ -1,17 +1,20 @@
-// flashdeberta._native.Pipeline: the runtime's pipeline tasks (the ones the CLI's commands run) over lists of
-// texts, each result as the dicts HF's pipelines return. Batching and HF's single-input conventions are in
+// flashdeberta._native.Pipeline: the runtime's task units (runtime::Pipeline, the ones the CLI's commands and
+// the server's routes run) over lists of inputs, in batches of batch_size inputs as the CLI's --batch-size,
+// the texts numbered from 1 in messages as the CLI numbers them. Results come through the tasks' JSON writer
+// (task_json.hpp), so each is what the CLI prints. HF's argument forms and single-input conventions are in
 // flashdeberta/pipelines.py.
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "bindings.hpp"
 #include "flashdeberta/core/error.hpp"
 #include "flashdeberta/heads/head_kind.hpp"
-#include "flashdeberta/heads/sequence_classification.hpp"
 #include "flashdeberta/runtime/pipeline.hpp"
+#include "json_objects.hpp"
 
 namespace flashdeberta::python {
 
@@ -30,6 +33,14 @@ HeadKind head_for_task(std::string const& task) {
                             "question-answering, zero-shot-classification, rerank");
 }
 
+std::optional<pipelines::ScoreFunction> score_function_of(std::optional<std::string> const& name) {
+  if (!name) return std::nullopt;
+  if (*name == "softmax") return pipelines::ScoreFunction::kSoftmax;
+  if (*name == "sigmoid") return pipelines::ScoreFunction::kSigmoid;
+  if (*name == "none") return pipelines::ScoreFunction::kNone;
+  throw runtime::UsageError("function_to_apply '" + *name + "' is not one of softmax, sigmoid, none");
+}
+
 }  // namespace
 
 class Pipeline {
@@ -46,131 +57,108 @@ class Pipeline {
     pipeline_ = std::make_unique<runtime::Pipeline>(options, tokenizer_dir, head, task);
   }
 
-  py::list fill_mask(std::vector<std::string> const& texts, std::size_t top_k) const {
-    require_fork_safe(pipeline_->threads());
-    std::vector<std::vector<std::vector<pipelines::MaskPrediction>>> results;
-    {
-      py::gil_scoped_release const unlocked;
-      ScopedNativeTime const timed;
-      results = pipeline_->fill_mask(texts, top_k);
-    }
-    py::list out;
-    for (auto const& masks : results) {
-      py::list per_text;
-      for (auto const& row : masks) {
-        py::list predictions;
-        for (auto const& p : row) {
-          predictions.append(py::dict(py::arg("score") = p.score, py::arg("token") = p.token,
-                                      py::arg("token_str") = p.token_str, py::arg("sequence") = p.sequence));
-        }
-        per_text.append(predictions);
-      }
-      out.append(per_text);
-    }
-    return out;
+  // Per text, HF's answer: its mask's predictions, or a list of them per mask.
+  py::object fill_mask(std::vector<std::string> const& texts, std::size_t top_k, std::size_t batch_size) const {
+    return batched(texts, batch_size, [&](std::span<std::string const> part, runtime::TaskRun const& run) {
+      runtime::JsonOut out = runtime::JsonOut::array();
+      for (auto const& masks : pipeline_->fill_mask(part, {.top_k = top_k}, run))
+        out.push_back(runtime::fill_mask_answer_json(masks));
+      return out;
+    });
   }
 
-  py::list classify(std::vector<std::string> const& texts, std::optional<std::vector<std::string>> const& pairs,
-                    std::optional<std::size_t> top_k) const {
-    require_fork_safe(pipeline_->threads());
-    std::vector<std::vector<pipelines::LabelScore>> results;
-    {
-      py::gil_scoped_release const unlocked;
-      ScopedNativeTime const timed;
-      results = pairs ? pipeline_->classify(texts, *pairs, top_k) : pipeline_->classify(texts, {}, top_k);
+  // Per text (with pairs[i] as its pair where that is not None), its labels best first.
+  py::object classify(std::vector<std::string> const& texts, std::vector<std::optional<std::string>> const& pairs,
+                      std::optional<std::size_t> top_k, std::optional<std::string> const& function_to_apply,
+                      std::size_t batch_size) const {
+    if (pairs.size() != texts.size()) {
+      throw runtime::UsageError(std::to_string(texts.size()) + " texts but " + std::to_string(pairs.size()) +
+                                " text pairs");
     }
-    py::list out;
-    for (auto const& labels : results) {
-      py::list per_text;
-      for (auto const& s : labels) per_text.append(py::dict(py::arg("label") = s.label, py::arg("score") = s.score));
-      out.append(per_text);
-    }
-    return out;
+    std::vector<runtime::TextInput> inputs;
+    for (std::size_t i = 0; i < texts.size(); ++i) inputs.push_back({texts[i], pairs[i]});
+    runtime::ClassifyOptions const options{.top_k = top_k, .function = score_function_of(function_to_apply)};
+    return batched(inputs, batch_size, [&](std::span<runtime::TextInput const> part, runtime::TaskRun const& run) {
+      runtime::JsonOut out = runtime::JsonOut::array();
+      for (auto const& labels : pipeline_->classify(part, options, run)) out.push_back(runtime::labels_json(labels));
+      return out;
+    });
   }
 
-  py::list ner(std::vector<std::string> const& texts) const {
-    require_fork_safe(pipeline_->threads());
-    std::vector<std::vector<pipelines::Entity>> results;
-    {
-      py::gil_scoped_release const unlocked;
-      ScopedNativeTime const timed;
-      results = pipeline_->ner(texts);
-    }
-    py::list out;
-    for (auto const& entities : results) {
-      py::list per_text;
-      for (auto const& e : entities) {
-        per_text.append(py::dict(py::arg("entity_group") = e.entity_group, py::arg("score") = e.score,
-                                 py::arg("word") = e.word, py::arg("start") = e.start, py::arg("end") = e.end));
-      }
-      out.append(per_text);
-    }
-    return out;
+  py::object ner(std::vector<std::string> const& texts, std::size_t batch_size) const {
+    return batched(texts, batch_size, [&](std::span<std::string const> part, runtime::TaskRun const& run) {
+      runtime::JsonOut out = runtime::JsonOut::array();
+      for (auto const& entities : pipeline_->ner(part, run)) out.push_back(runtime::entities_json(entities));
+      return out;
+    });
   }
 
-  py::dict answer(std::string const& question, std::string const& context) const {
+  py::object answer(std::string const& question, std::string const& context) const {
     require_fork_safe(pipeline_->threads());
-    runtime::Answer a;
+    runtime::JsonOut out;
     {
       py::gil_scoped_release const unlocked;
       ScopedNativeTime const timed;
-      a = pipeline_->answer(question, context);
+      out = runtime::answer_json(pipeline_->answer(question, context, pipeline_->local_run()));
     }
-    return py::dict(py::arg("score") = a.score, py::arg("start") = a.start, py::arg("end") = a.end,
-                    py::arg("answer") = a.answer);
+    return to_python(out);
   }
 
   // Per sequence, HF's {"sequence", "labels", "scores"}.
-  py::list zero_shot(std::vector<std::string> const& sequences, std::vector<std::string> const& candidate_labels,
-                     std::string const& hypothesis_template, bool multi_label) const {
-    require_fork_safe(pipeline_->threads());
-    std::vector<runtime::ZeroShotResult> results;
-    {
-      py::gil_scoped_release const unlocked;
-      ScopedNativeTime const timed;
-      results = pipeline_->zero_shot(sequences, candidate_labels, hypothesis_template, multi_label);
-    }
-    py::list out;
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      out.append(py::dict(py::arg("sequence") = sequences[i], py::arg("labels") = results[i].labels,
-                          py::arg("scores") = results[i].scores));
-    }
-    return out;
+  py::object zero_shot(std::vector<std::string> const& sequences, std::vector<std::string> const& candidate_labels,
+                       std::string const& hypothesis_template, bool multi_label, std::size_t batch_size) const {
+    runtime::ZeroShotOptions const options{candidate_labels, hypothesis_template, multi_label};
+    pipeline_->check_zero_shot(options);
+    return batched(sequences, batch_size, [&](std::span<std::string const> part, runtime::TaskRun const& run) {
+      runtime::JsonOut out = runtime::JsonOut::array();
+      auto const results = pipeline_->zero_shot(part, options, run);
+      for (std::size_t i = 0; i < part.size(); ++i) out.push_back(runtime::zero_shot_json(part[i], results[i]));
+      return out;
+    });
   }
 
-  // The passages' logits in passage order (the cross-encoder's one label); `truncation` is HF's strategy
-  // name, cutting to max_length or, without one, to the tokenizer's model_max_length.
-  std::vector<float> rerank_logits(std::string const& query, std::vector<std::string> const& passages,
-                                   std::optional<std::size_t> max_length,
-                                   std::optional<std::string> const& truncation) const {
-    require_fork_safe(pipeline_->threads());
-    runtime::Truncate truncate;
-    if (truncation) truncate.strategy = tokenizer::parse_truncation(*truncation);
-    truncate.max_length = max_length;
-    if (truncation && !max_length && truncate.strategy != tokenizer::Truncation::kNone) {
-      std::optional<std::int64_t> const model_max_length = pipeline_->tokenizer().model_max_length();
-      if (!model_max_length) {
-        throw runtime::UsageError("truncation='" + *truncation +
-                                  "' without max_length cuts to the tokenizer's model_max_length, but its "
-                                  "tokenizer_config.json gives none (pass max_length=N)");
-      }
-      truncate.max_length = static_cast<std::size_t>(*model_max_length);
-    }
-    std::vector<runtime::RerankScore> scores;
-    {
-      py::gil_scoped_release const unlocked;
-      ScopedNativeTime const timed;
-      scores = pipeline_->rerank(query, passages, std::nullopt, /*raw_scores=*/true, truncate);
-    }
-    std::vector<float> logits(passages.size());
-    for (runtime::RerankScore const& s : scores) logits[s.index] = s.score;
-    return logits;
+  // TEI's /rerank answer over every passage, batch_size passages per forward; `truncation` is HF's strategy
+  // name (pipeline::truncation's rules).
+  py::object rerank(std::string const& query, std::vector<std::string> const& passages,
+                    std::optional<std::size_t> top_n, bool raw_scores, bool return_text,
+                    std::optional<std::size_t> max_length, std::optional<std::string> const& truncation,
+                    std::size_t batch_size) const {
+    pipeline_->check_rerank();
+    std::optional<tokenizer::Truncation> const strategy =
+        truncation ? std::optional(tokenizer::parse_truncation(*truncation)) : std::nullopt;
+    runtime::Truncate const truncate = pipeline_->truncation(strategy, max_length, "truncation", "max_length");
+    std::vector<float> logits;
+    batched(passages, batch_size, [&](std::span<std::string const> part, runtime::TaskRun const& run) {
+      std::vector<float> const scores = pipeline_->rerank_logits(query, part, truncate, run);
+      logits.insert(logits.end(), scores.begin(), scores.end());
+      return runtime::JsonOut::array();
+    });
+    return to_python(runtime::rerank_json(pipelines::rerank(logits, top_n, raw_scores), passages, return_text));
   }
 
-  std::vector<std::string> labels() const { return label_names(pipeline_->config()); }
-  std::string description() const { return std::to_string(pipeline_->threads()) + " threads"; }
+  std::vector<std::string> labels() const { return pipeline_->labels(); }
 
  private:
+  // `per_batch(inputs, run)` over batches of batch_size inputs with the GIL released, each batch's run
+  // numbering its texts from where the batch starts; the batches' results concatenated.
+  template <class Item, class PerBatch>
+  py::object batched(std::vector<Item> const& items, std::size_t batch_size, PerBatch&& per_batch) const {
+    if (batch_size == 0) throw runtime::UsageError("batch_size must be at least 1");
+    require_fork_safe(pipeline_->threads());
+    runtime::JsonOut all = runtime::JsonOut::array();
+    {
+      py::gil_scoped_release const unlocked;
+      ScopedNativeTime const timed;
+      std::span<Item const> const inputs(items);
+      for (std::size_t first = 0; first < inputs.size(); first += batch_size) {
+        auto const part = inputs.subspan(first, std::min(batch_size, inputs.size() - first));
+        for (auto& result : per_batch(part, pipeline_->local_run(runtime::InputNames::numbered("text", first + 1))))
+          all.push_back(std::move(result));
+      }
+    }
+    return to_python(all);
+  }
+
   std::unique_ptr<runtime::Pipeline> pipeline_;
 };
 
@@ -180,26 +168,16 @@ void bind_pipeline(py::module_& m) {
                     std::string const&, std::string const&, int, std::int64_t>(),
            py::arg("task"), py::arg("model"), py::arg("tokenizer"), py::arg("backend"), py::arg("dtype"),
            py::arg("attention"), py::arg("threads"), py::arg("max_tokens"))
-      .def("fill_mask", &Pipeline::fill_mask, py::arg("texts"), py::arg("top_k"))
-      .def("classify", &Pipeline::classify, py::arg("texts"), py::arg("pairs") = py::none(),
-           py::arg("top_k") = py::none())
-      .def("ner", &Pipeline::ner, py::arg("texts"))
+      .def("fill_mask", &Pipeline::fill_mask, py::arg("texts"), py::arg("top_k"), py::arg("batch_size"))
+      .def("classify", &Pipeline::classify, py::arg("texts"), py::arg("pairs"), py::arg("top_k"),
+           py::arg("function_to_apply"), py::arg("batch_size"))
+      .def("ner", &Pipeline::ner, py::arg("texts"), py::arg("batch_size"))
       .def("answer", &Pipeline::answer, py::arg("question"), py::arg("context"))
       .def("zero_shot", &Pipeline::zero_shot, py::arg("sequences"), py::arg("candidate_labels"),
-           py::arg("hypothesis_template"), py::arg("multi_label"))
-      .def("rerank_logits", &Pipeline::rerank_logits, py::arg("query"), py::arg("passages"),
-           py::arg("max_length") = py::none(), py::arg("truncation") = py::none())
+           py::arg("hypothesis_template"), py::arg("multi_label"), py::arg("batch_size"))
+      .def("rerank", &Pipeline::rerank, py::arg("query"), py::arg("passages"), py::arg("top_n"), py::arg("raw_scores"),
+           py::arg("return_text"), py::arg("max_length"), py::arg("truncation"), py::arg("batch_size"))
       .def_property_readonly("labels", &Pipeline::labels);
-  // TEI's /rerank order over the logits of all passages (those of several rerank_logits calls together).
-  m.def(
-      "rank_passages",
-      [](std::vector<float> const& logits, std::optional<std::size_t> top_n, bool raw_scores) {
-        py::list out;
-        for (pipelines::RerankScore const& r : pipelines::rerank(logits, top_n, raw_scores))
-          out.append(py::dict(py::arg("index") = r.index, py::arg("score") = r.score));
-        return out;
-      },
-      py::arg("logits"), py::arg("top_n") = py::none(), py::arg("raw_scores") = false);
 }
 
 }  // namespace flashdeberta::python

@@ -64,6 +64,28 @@ py::dict to_arrays(std::vector<tokenizer::Encoding>&& rows, bool offsets) {
   return out;
 }
 
+// The encodings as HF's return_tensors=None gives them: a list per row, each row as long as it is (padded by
+// the tokenizer when padding was asked for), offsets as [start, end] pairs.
+py::dict to_lists(std::vector<tokenizer::Encoding> const& rows, bool offsets) {
+  py::list ids, types, mask, spans;
+  for (tokenizer::Encoding const& e : rows) {
+    ids.append(py::cast(e.input_ids));
+    types.append(py::cast(e.token_type_ids));
+    mask.append(py::cast(e.attention_mask));
+    if (offsets) {
+      py::list row;
+      for (tokenizer::Span const& s : e.offsets) row.append(py::make_tuple(s.begin, s.end));
+      spans.append(std::move(row));
+    }
+  }
+  py::dict out;
+  out["input_ids"] = ids;
+  out["token_type_ids"] = types;
+  out["attention_mask"] = mask;
+  if (offsets) out["offset_mapping"] = spans;
+  return out;
+}
+
 }  // namespace
 
 void bind_tokenizer(py::module_& m) {
@@ -82,7 +104,7 @@ void bind_tokenizer(py::module_& m) {
           [](Tokenizer const& tok, std::vector<std::string> const& texts,
              std::optional<std::vector<std::string>> const& pairs, bool add_special_tokens,
              std::string const& truncation, std::optional<std::int64_t> max_length, std::string const& padding,
-             bool return_offsets) {
+             bool return_offsets, bool as_lists) -> py::object {
             tokenizer::EncodeOptions options;
             options.add_special_tokens = add_special_tokens;
             options.truncation = truncation_of(truncation);
@@ -97,10 +119,11 @@ void bind_tokenizer(py::module_& m) {
               ScopedNativeTime const timed;
               rows = pairs ? tok.encode_batch(texts, *pairs, options) : tok.encode_batch(texts, options);
             }
+            if (as_lists) return to_lists(rows, return_offsets);
             return to_arrays(std::move(rows), return_offsets);
           },
           py::arg("texts"), py::arg("pairs"), py::arg("add_special_tokens"), py::arg("truncation"),
-          py::arg("max_length"), py::arg("padding"), py::arg("return_offsets"))
+          py::arg("max_length"), py::arg("padding"), py::arg("return_offsets"), py::arg("as_lists") = false)
       .def(
           "tokens",
           [](Tokenizer const& tok, std::string const& text, std::optional<std::string> const& pair,

@@ -26,51 +26,20 @@ class TypedGliner final : public LoadedGliner {
 
   GlinerConfig const& config() const override { return model_.config(); }
   tokenizer::Tokenizer const& tokenizer() const override { return model_.tokenizer(); }
-
-  // GLiNER<P>::predict_entities, with the texts numbered from `first` in messages and their tokens counted
-  // against `max_tokens` before the forward.
-  std::vector<std::vector<GlinerEntity>> predict(std::span<std::string const> texts,
-                                                 std::vector<std::string> const& labels, GlinerOptions const& options,
-                                                 std::size_t first, std::int64_t max_tokens,
-                                                 TokenLimitNames const& names) const override {
-    std::vector<std::string> const used = dedup_gliner_labels(labels);
-    std::vector<std::vector<GlinerEntity>> out(texts.size());
-    std::vector<GlinerTextPlan> plans;  // one window per text, except under long_text windows
-    std::vector<GlinerInput> inputs;    // every window of every text: one forward
-    std::vector<std::size_t> which;
-    std::int64_t total = 0;
-    for (std::size_t i = 0; i < texts.size(); ++i) {
-      std::size_t const before = inputs.size();
-      try {
-        if (gliner_blank_text(texts[i])) continue;  // GLiNER: [] and nothing encoded
-        plans.push_back(plan_gliner_text(model_.tokenizer(), config(), texts[i], used, options));
-        append_gliner_inputs(model_.tokenizer(), config(), plans.back(), used, options, inputs);
-      } catch (Error const& e) {
-        fail_text(first + i, e.what());
-      }
-      which.push_back(i);
-      for (std::size_t w = before; w < inputs.size(); ++w)
-        total += static_cast<std::int64_t>(inputs[w].input_ids.size());
-      if (total > max_tokens) {
-        std::string const what = which.size() == 1 ? "text " + std::to_string(first + i) + " holds "
-                                                   : "texts " + std::to_string(first + which.front()) + " to " +
-                                                         std::to_string(first + i) + " hold ";
-        throw Error(what + std::to_string(total) + " tokens with the labels' prompt, more than " + names.max_tokens +
-                    " " + std::to_string(max_tokens) + names.remedy(which.size() > 1));
-      }
-    }
-    std::vector<GlinerLogits> const all = model_.logits(inputs);
-    std::span<GlinerLogits const> rest(all);
-    for (std::size_t j = 0; j < plans.size(); ++j) {
-      std::span<GlinerLogits const> const windows = rest.first(plans[j].windows.size());
-      rest = rest.subspan(windows.size());
-      out[which[j]] = gliner_text_entities(config(), texts[which[j]], plans[j], windows, used, options);
-    }
-    return out;
+  std::vector<GlinerLogits> logits(std::vector<GlinerInput> const& inputs) const override {
+    return model_.logits(inputs);
   }
 
  private:
   GLiNER<P> model_;
+};
+
+// One text ready to run: its plan and its windows' encoder inputs.
+struct PlannedText {
+  std::size_t index = 0;  // in the call's texts
+  GlinerTextPlan plan;
+  std::vector<GlinerInput> inputs;
+  std::int64_t tokens = 0;  // of all its windows, prompts included
 };
 
 }  // namespace
@@ -119,7 +88,7 @@ std::string GlinerModel::describe() const {
 std::vector<std::vector<GlinerEntity>> GlinerModel::predict_entities(std::span<std::string const> texts,
                                                                      std::vector<std::string> const& labels,
                                                                      GlinerOptions const& options,
-                                                                     std::size_t first) const {
+                                                                     GlinerRun const& run) const {
   if (labels.empty()) throw UsageError("GLiNER needs at least one label");
   for (std::size_t l = 0; l < labels.size(); ++l) {
     if (labels[l].empty()) throw UsageError("label " + std::to_string(l + 1) + " is empty");
@@ -130,9 +99,49 @@ std::vector<std::vector<GlinerEntity>> GlinerModel::predict_entities(std::span<s
   if (std::string const problem = gliner_long_text_problem(options, config()); !problem.empty()) {
     throw UsageError(problem);
   }
-  for (std::size_t i = 0; i < texts.size(); ++i)
-    require_text_bytes(texts[i].size(), first + i, max_tokens_, limit_names_);
-  return model_->predict(texts, labels, options, first, max_tokens_, limit_names_);
+  InputLimit const limit = InputLimit::of(max_tokens_, limit_names_);
+  std::vector<std::string> const used = dedup_gliner_labels(labels);
+  std::vector<std::vector<GlinerEntity>> out(texts.size());
+  // Forwards of at most run.batch_size texts and max_tokens tokens, the texts in order.
+  std::vector<PlannedText> batch;
+  std::int64_t batch_tokens = 0;
+  auto const flush = [&] {
+    std::vector<GlinerInput> inputs;  // every window of every text of the batch: one forward
+    for (PlannedText& t : batch) std::move(t.inputs.begin(), t.inputs.end(), std::back_inserter(inputs));
+    std::vector<GlinerLogits> const all = inputs.empty() ? std::vector<GlinerLogits>() : model_->logits(inputs);
+    std::span<GlinerLogits const> rest(all);
+    for (PlannedText const& t : batch) {
+      std::span<GlinerLogits const> const windows = rest.first(t.plan.windows.size());
+      rest = rest.subspan(windows.size());
+      out[t.index] = gliner_text_entities(config(), texts[t.index], t.plan, windows, used, options);
+    }
+    batch.clear();
+    batch_tokens = 0;
+  };
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    std::string const name = run.names(i);
+    require_text_bytes(texts[i].size(), name, limit.read);
+    if (gliner_blank_text(texts[i])) continue;  // GLiNER: [] and nothing encoded
+    PlannedText t{.index = i};
+    try {
+      t.plan = plan_gliner_text(model_->tokenizer(), config(), texts[i], used, options);
+      append_gliner_inputs(model_->tokenizer(), config(), t.plan, used, options, t.inputs);
+    } catch (Error const& e) {
+      throw InputError(InputError::Kind::kInvalid, name + ": " + e.what());
+    }
+    for (GlinerInput const& in : t.inputs) t.tokens += static_cast<std::int64_t>(in.input_ids.size());
+    if (t.tokens > max_tokens_) {
+      throw InputError(InputError::Kind::kTooLong, name + ": the text holds " + std::to_string(t.tokens) +
+                                                       " tokens with the labels' prompt, more than " +
+                                                       limit.run.option + " " + std::to_string(max_tokens_) + " (" +
+                                                       limit.run.remedy + ")");
+    }
+    if (!batch.empty() && (batch.size() == run.batch_size || batch_tokens + t.tokens > max_tokens_)) flush();
+    batch_tokens += t.tokens;
+    batch.push_back(std::move(t));
+  }
+  flush();
+  return out;
 }
 
 }  // namespace flashdeberta::runtime

@@ -1,13 +1,11 @@
-// The runtime's tasks beyond one text per forward row: zero-shot classification (a text paired with a
-// hypothesis per candidate label) and reranking (a query paired with each passage) on a sequence-
-// classification checkpoint, and embeddings from the backbone's hidden states. The post-processing is the
-// library's (pipelines/zero_shot.hpp, rerank.hpp, embedding.hpp); this is the batching around it.
+// The tasks beyond one text per forward row: zero-shot classification (a text paired with a hypothesis per
+// candidate label) and reranking (a query paired with each passage) on a sequence-classification
+// checkpoint, and embeddings from the backbone's hidden states. The post-processing is the library's
+// (pipelines/zero_shot.hpp, rerank.hpp, embedding.hpp); this is the encoding and batching around it.
 #include <algorithm>
-#include <numeric>
 #include <string>
 
 #include "flashdeberta/core/error.hpp"
-#include "flashdeberta/heads/sequence_classification.hpp"
 #include "flashdeberta/runtime/pipeline.hpp"
 
 namespace flashdeberta::runtime {
@@ -21,8 +19,8 @@ std::string joined(std::vector<std::string> const& labels) {
 }
 
 // "id2label in DIR/config.json holds a, b" (or, without id2label, HF's default names).
-std::string labels_description(ModelConfig const& config, std::filesystem::path const& config_path) {
-  std::vector<std::string> const labels = label_names(config);
+std::string labels_description(ModelConfig const& config, std::vector<std::string> const& labels,
+                               std::filesystem::path const& config_path) {
   if (config.id2label.empty())
     return config_path.string() + " has no id2label (HF's default labels " + joined(labels) + ")";
   return "id2label in " + config_path.string() + " holds " + joined(labels);
@@ -34,114 +32,105 @@ std::size_t count_first_sequence(tokenizer::Encoding const& e) {
 
 }  // namespace
 
-std::vector<ZeroShotResult> Pipeline::zero_shot(std::span<std::string const> texts,
-                                                std::span<std::string const> candidate_labels,
-                                                std::string const& hypothesis_template, bool multi_label,
-                                                std::size_t first) const {
-  std::optional<pipelines::NliLabelIds> const ids = pipelines::nli_label_ids(label_names(config_));
-  if (!ids) {
+void Pipeline::check_zero_shot(ZeroShotOptions const& options) const {
+  if (!nli_labels()) {
     throw UsageError(
         "zero-shot classification needs an NLI checkpoint with an entailment label (one starting with "
         "'entail'), but " +
-        labels_description(config_, config_path_));
+        labels_description(config_, labels_, config_path_));
   }
-  std::vector<std::string> hypotheses;
   try {
-    hypotheses = pipelines::hypotheses(hypothesis_template, candidate_labels);
+    (void)pipelines::hypotheses(options.hypothesis_template, options.candidate_labels);
   } catch (Error const& e) {
     throw UsageError(e.what());
   }
+}
+
+std::vector<ZeroShotResult> Pipeline::zero_shot(std::span<std::string const> texts, ZeroShotOptions const& options,
+                                                TaskRun const& run) const {
+  check_zero_shot(options);
+  std::vector<std::string> const hypotheses =
+      pipelines::hypotheses(options.hypothesis_template, options.candidate_labels);
   if (texts.empty()) return {};
 
   // HF tokenizes each pair with truncation only_first and no max_length, which cuts the premise to the
   // tokenizer's model_max_length when it has one; when the premise is too short to give up enough tokens,
-  // its tokenizer refuses and the pipeline runs the pair whole.
+  // its tokenizer refuses and the pipeline runs the pair whole. So each pair is read uncut (up to the read
+  // bound) and bounded as it runs, after that cut.
+  InputLimit const read_only{run.limit.read, run.limit.read};
   std::optional<std::int64_t> const model_max_length = tokenizer_->model_max_length();
-  std::size_t const per_text = hypotheses.size();
   std::vector<tokenizer::Encoding> encodings;
-  std::vector<std::size_t> numbers;
-  std::int64_t total = 0;
   for (std::size_t i = 0; i < texts.size(); ++i) {
-    for (std::string const& hypothesis : hypotheses) {
-      tokenizer::Encoding e = encode(texts[i], first + i, &hypothesis);
+    for (std::size_t c = 0; c < hypotheses.size(); ++c) {
+      std::string const name = run.names(i) + " with the hypothesis of '" + options.candidate_labels[c] + "'";
+      tokenizer::Encoding e = encode(texts[i], &hypotheses[c], name, read_only);
       if (model_max_length && e.size() > static_cast<std::size_t>(*model_max_length) &&
           count_first_sequence(e) > e.size() - static_cast<std::size_t>(*model_max_length)) {
         Truncate const cut{static_cast<std::size_t>(*model_max_length), tokenizer::Truncation::kOnlyFirst};
-        e = encode(texts[i], first + i, &hypothesis, cut);
+        e = encode(texts[i], &hypotheses[c], name, read_only, cut);
       }
-      total += static_cast<std::int64_t>(e.size());
+      require_run_bound(e.size(), name, run.limit);
       encodings.push_back(std::move(e));
-      numbers.push_back(first + i);
     }
   }
-  FLASHDEBERTA_REQUIRE(total <= max_tokens_, "texts " << first << " to " << first + texts.size() - 1 << " with their "
-                                                      << per_text << " hypotheses hold " << total
-                                                      << " tokens together (each text is run once per candidate "
-                                                         "label), more than "
-                                                      << limit_names_.max_tokens << " " << max_tokens_
-                                                      << limit_names_.remedy(texts.size() > 1));
-  HeadOutput const out = model_->forward_head(pack(encodings, numbers), std::nullopt);
-  HostHeadTensor const& logits = out["logits"];
-  auto const num_labels = static_cast<std::size_t>(config_.num_labels);
-  FLASHDEBERTA_REQUIRE(logits.rows == HeadRows::kSequences &&
-                           logits.row_count == static_cast<std::int64_t>(encodings.size()) &&
-                           logits.width == config_.num_labels,
-                       "zero-shot: the logits are " << logits.row_count << " x " << logits.width << ", not "
-                                                    << encodings.size() << " pairs x " << num_labels << " labels");
+  std::vector<std::size_t> const sizes = sequence_sizes(encodings);
+  HeadOutput const out = run.forward(encodings);
+  std::vector<std::vector<float>> const rows = rows_by_sequence(out["logits"], sizes);
+  pipelines::NliLabelIds const ids = *nli_labels();
   std::vector<ZeroShotResult> results;
-  std::size_t const stride = per_text * num_labels;  // one text's rows: (candidates, num_labels)
   for (std::size_t i = 0; i < texts.size(); ++i) {
-    std::span<float const> const rows(logits.values.data() + i * stride, stride);
-    std::vector<float> const scores = pipelines::zero_shot_scores(rows, num_labels, *ids, multi_label);
-    results.push_back(pipelines::rank_candidates(candidate_labels, scores));
+    std::vector<float> logits;  // (candidates, num_labels) of this text
+    for (std::size_t c = 0; c < hypotheses.size(); ++c) {
+      std::vector<float> const& row = rows[i * hypotheses.size() + c];
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+    std::vector<float> const scores = pipelines::zero_shot_scores(logits, labels_.size(), ids, options.multi_label);
+    results.push_back(pipelines::rank_candidates(options.candidate_labels, scores));
   }
   return results;
 }
 
-std::vector<RerankScore> Pipeline::rerank(std::string const& query, std::span<std::string const> passages,
-                                          std::optional<std::size_t> top_n, bool raw_scores, Truncate const& truncate,
-                                          std::size_t first) const {
-  if (config_.num_labels != 1) {
-    throw UsageError(
-        "rerank needs a cross-encoder, a sequence-classification checkpoint with one label (one score "
-        "per query and passage), but " +
-        labels_description(config_, config_path_) + " (" + std::to_string(config_.num_labels) + " labels)");
-  }
-  if (passages.empty()) return {};
-  std::vector<tokenizer::Encoding> encodings;
-  for (std::size_t i = 0; i < passages.size(); ++i)
-    encodings.push_back(encode(query, first + i, &passages[i], truncate));
-  HeadOutput const out = forward(encodings, std::nullopt, first);
-  HostHeadTensor const& logits = out["logits"];
-  FLASHDEBERTA_REQUIRE(logits.rows == HeadRows::kSequences &&
-                           logits.row_count == static_cast<std::int64_t>(passages.size()) && logits.width == 1,
-                       "rerank: the logits are " << logits.row_count << " x " << logits.width << ", not "
-                                                 << passages.size() << " passages x 1");
-  return pipelines::rerank(logits.values, top_n, raw_scores);
+void Pipeline::check_rerank() const {
+  if (config_.num_labels == 1) return;
+  throw UsageError(
+      "rerank needs a cross-encoder, a sequence-classification checkpoint with one label (one score per query "
+      "and passage), but " +
+      labels_description(config_, labels_, config_path_) + " (" + std::to_string(config_.num_labels) + " labels)");
 }
 
-std::vector<std::vector<float>> Pipeline::embed(std::span<std::string const> texts, Pooling pooling, bool normalize,
-                                                std::size_t first) const {
+std::vector<float> Pipeline::rerank_logits(std::string const& query, std::span<std::string const> passages,
+                                           Truncate const& truncate, TaskRun const& run) const {
+  check_rerank();
   std::vector<tokenizer::Encoding> encodings;
-  std::vector<std::size_t> numbers;
-  for (std::size_t i = 0; i < texts.size(); ++i) {
-    encodings.push_back(encode(texts[i], first + i));
-    numbers.push_back(first + i);
-  }
+  for (std::size_t i = 0; i < passages.size(); ++i)
+    encodings.push_back(encode(query, &passages[i], run.names(i), run.limit, truncate));
+  if (passages.empty()) return {};
+  std::vector<std::size_t> const sizes = sequence_sizes(encodings);
+  HeadOutput const out = run.forward(encodings);
+  std::vector<float> logits;
+  for (std::vector<float> const& row : rows_by_sequence(out["logits"], sizes)) logits.push_back(row.at(0));
+  return logits;
+}
+
+std::vector<RerankScore> Pipeline::rerank(std::string const& query, std::span<std::string const> passages,
+                                          RerankOptions const& options, TaskRun const& run) const {
+  return pipelines::rerank(rerank_logits(query, passages, options.truncate, run), options.top_n, options.raw_scores);
+}
+
+std::vector<std::vector<float>> Pipeline::embed(std::span<std::string const> texts, EmbedOptions const& options,
+                                                TaskRun const& run) const {
+  std::vector<tokenizer::Encoding> encodings;
+  for (std::size_t i = 0; i < texts.size(); ++i)
+    encodings.push_back(encode(texts[i], nullptr, run.names(i), run.limit, options.truncate));
   if (texts.empty()) return {};
-  std::vector<float> const hidden = model_->forward_to_host(pack(encodings, numbers));  // (total tokens, H)
-  auto const width = static_cast<std::size_t>(config_.hidden_size);
-  std::size_t tokens = 0;
-  for (tokenizer::Encoding const& e : encodings) tokens += e.size();
-  FLASHDEBERTA_REQUIRE(tokens * width == hidden.size(),
-                       "embed: " << hidden.size() << " hidden values for " << tokens << " tokens of width " << width);
+  std::vector<std::size_t> const sizes = sequence_sizes(encodings);
+  HeadOutput const out = run.forward(encodings);
+  HostHeadTensor const& hidden = out["last_hidden_state"];
+  auto const width = static_cast<std::size_t>(hidden.width);
   std::vector<std::vector<float>> vectors;
-  std::size_t row = 0;  // the text's first packed token
-  for (tokenizer::Encoding const& e : encodings) {
-    std::span<float const> const states(hidden.data() + row * width, e.size() * width);
-    vectors.push_back(pipelines::pool(states, width, pooling));
-    if (normalize) pipelines::l2_normalize(vectors.back());
-    row += e.size();
+  for (std::vector<float> const& states : rows_by_sequence(hidden, sizes)) {
+    vectors.push_back(pipelines::pool(states, width, options.pooling));
+    if (options.normalize) pipelines::l2_normalize(vectors.back());
   }
   return vectors;
 }

@@ -32,8 +32,8 @@ void check_token_values(TokenInput const& input, std::int64_t max_tokens, TokenL
   std::int64_t positions = 1;
   for (std::int64_t d : input.shape) {
     FLASHDEBERTA_REQUIRE(d > 0, input.source << ": input_ids has an empty dimension (shape entries must be >= 1)");
-    FLASHDEBERTA_REQUIRE(positions <= max_tokens / d,
-                         input.source << ": input_ids holds more than " << names.max_tokens << " " << max_tokens << " positions");
+    FLASHDEBERTA_REQUIRE(positions <= max_tokens / d, input.source << ": input_ids holds more than " << names.max_tokens
+                                                                   << " " << max_tokens << " positions");
     positions *= d;
   }
   auto const check_size = [&](std::vector<std::int64_t> const& field, std::string_view name) {
@@ -75,17 +75,18 @@ void check_against_config(TokenInput const& input, ModelConfig const& config, st
 }
 
 void check_against_head(TokenInput const& input, HeadKind head) {
-  std::string const name(head_kind_name(head));
-  if (head == HeadKind::kMultipleChoice) {
-    FLASHDEBERTA_REQUIRE(input.shape.size() == 3, input.source
-                                                      << ": the mc head needs input_ids as [B][C][L] (C choices "
-                                                         "per example); this input is [B][L]");
-  } else if (head != HeadKind::kBase) {
+  HeadFacts const& facts = head_facts(head);
+  std::string const name(facts.name);
+  if (facts.layout == HeadInputLayout::kChoices) {
+    FLASHDEBERTA_REQUIRE(input.shape.size() == 3, input.source << ": the " << name
+                                                               << " head needs input_ids as [B][C][L] (C "
+                                                               << "choices per example); this input is [B][L]");
+  } else if (facts.layout == HeadInputLayout::kRows) {
     FLASHDEBERTA_REQUIRE(input.shape.size() == 2, input.source
                                                       << ": the " << name << " head needs input_ids as [B][L]; "
                                                       << "this input is [B][C][L], which only mc and base take");
   }
-  if (head != HeadKind::kSequenceClassification && head != HeadKind::kMultipleChoice) return;
+  if (!facts.pools_first_token) return;
   std::int64_t const length = input.length();
   for (std::int64_t row = 0; row < input.rows() && !input.mask.empty(); ++row) {
     FLASHDEBERTA_REQUIRE(input.mask[row * length] == 1,

@@ -363,17 +363,17 @@ TEST_CASE("cli pipelines: --max-tokens refuses a long text, a long stdin line an
               .find("text 1: the text holds 65 bytes, more than the 64 (64 per token) of "
                     "--max-tokens 1") != std::string::npos);
   }
-  SUBCASE("texts that fit alone but not together in one batch") {
+  SUBCASE("texts that fit alone but not together in one forward run in one forward each") {
     std::vector<std::string> args = classify;
-    // Each text: [CLS], 8 pieces, [SEP].
-    args.insert(args.end(), {"--max-tokens", "15", "--batch-size", "2", "--", "a a a a a a a a", "a a a a a a a a"});
-    CHECK(refusal_line(run_cli(args))
-              .find("texts 1 to 2 hold 20 tokens together, more than --max-tokens 15 (lower "
-                    "--batch-size, or raise --max-tokens)") != std::string::npos);
-    args[args.size() - 4] = "1";  // --batch-size 1: each batch fits
-    auto const fits = run_cli(args);
-    CHECK_MESSAGE(fits.status == 0, fits.err);
-    CHECK(fd::testing::json_lines(fits.out).size() == 2);
+    // Each text: [CLS], 8 pieces, [SEP]: a batch of two holds 20 tokens, more than --max-tokens 15.
+    args.insert(args.end(), {"--max-tokens", "15", "--batch-size", "2", "--", "a a a a a a a a", "a a b a a a a a"});
+    auto const split = run_cli(args);
+    CHECK_MESSAGE(split.status == 0, split.err);
+    args[args.size() - 4] = "1";  // --batch-size 1: the same forwards
+    auto const one_by_one = run_cli(args);
+    CHECK_MESSAGE(one_by_one.status == 0, one_by_one.err);
+    CHECK(fd::testing::json_lines(split.out).size() == 2);
+    CHECK(split.out == one_by_one.out);
   }
   SUBCASE("question and context together") {
     auto const r =

@@ -70,7 +70,8 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
     } catch (flashdeberta::Error const&) {
     }
   }
-  for (flashdeberta::HeadKind head : flashdeberta::kAllHeadKinds) {
+  for (flashdeberta::HeadFacts const& facts : flashdeberta::kHeadFacts) {
+    flashdeberta::HeadKind const head = facts.kind;
     try {
       cli::check_against_head(input, head);
     } catch (flashdeberta::Error const&) {

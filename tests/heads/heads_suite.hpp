@@ -161,6 +161,15 @@ template <ExecutionPolicy P>
 void run_head_golden_suite(P const& policy) {
   auto const dirs = head_fixture_directories();
   REQUIRE_MESSAGE(dirs.size() > 1, "no head fixtures under " << heads_fixture_dir().string());
+  SUBCASE("every registered head dispatches to its own template and has a fixture") {
+    std::vector<HeadKind> covered;
+    for (auto const& dir : dirs) covered.push_back(head_kind_from_config(load_model_config(dir)));
+    for (HeadFacts const& f : kHeadFacts) {
+      if (f.kind == HeadKind::kBase) continue;
+      CHECK_MESSAGE(std::find(covered.begin(), covered.end(), f.kind) != covered.end(), "no fixture for " << f.name);
+      dispatch_head(f.kind, [&]<template <class> class Head>() { CHECK(Head<P>::kKind == f.kind); });
+    }
+  }
   for (auto const& dir : dirs) {
     SUBCASE(dir.filename().string().c_str()) { check_head_fixture(policy, dir); }
   }

@@ -38,14 +38,16 @@ json expected(std::string const& name) {
 TEST_CASE("embed pools the backbone's last hidden states of each text") {
   auto const pipeline = make_pipeline("zero_shot");
   std::vector<std::string> const texts = {"The cat sleeps on the sofa.", "It is raining heavily today."};
-  auto const cls = pipeline->embed(texts, rt::Pooling::kCls, false);
-  auto const mean = pipeline->embed(texts, rt::Pooling::kMean, false);
-  auto const unit = pipeline->embed(texts, rt::Pooling::kMean, true);
+  rt::TaskRun const run = pipeline->local_run();
+  auto const cls = pipeline->embed(texts, {.pooling = rt::Pooling::kCls, .normalize = false}, run);
+  auto const mean = pipeline->embed(texts, {.pooling = rt::Pooling::kMean, .normalize = false}, run);
+  auto const unit = pipeline->embed(texts, {.pooling = rt::Pooling::kMean, .normalize = true}, run);
   auto const width = static_cast<std::size_t>(pipeline->config().hidden_size);
   REQUIRE(cls.size() == 2);
   for (std::size_t i = 0; i < texts.size(); ++i) {
     // The text alone, through the backbone: its rows (tokens, hidden). The fixture has no token types.
-    flashdeberta::tokenizer::Encoding const e = pipeline->encode(texts[i], i + 1);
+    flashdeberta::tokenizer::Encoding const e =
+        rt::encode_input(pipeline->tokenizer(), pipeline->config(), texts[i], nullptr, run.names(i), run.limit);
     flashdeberta::Batch batch;
     batch.add_sequence(std::vector<std::int32_t>(e.input_ids.begin(), e.input_ids.end()), {});
     std::vector<float> const hidden = pipeline->model().forward_to_host(batch);
@@ -62,7 +64,7 @@ TEST_CASE("embed pools the backbone's last hidden states of each text") {
     }
     CHECK(norm == doctest::Approx(1.0).epsilon(1e-6));
   }
-  CHECK(pipeline->embed({}, rt::Pooling::kCls, true).empty());
+  CHECK(pipeline->embed({}, {}, run).empty());
 }
 
 TEST_CASE("zero_shot and rerank over several texts in one call agree with HF") {
@@ -76,7 +78,8 @@ TEST_CASE("zero_shot and rerank over several texts in one call agree with HF") {
     for (std::size_t c = 0; c < 2; ++c) {
       json const& want = doc["inputs"][c]["output"];
       bool const multi_label = doc["inputs"][c]["input"]["multi_label"].get<bool>();
-      auto const results = pipeline->zero_shot(texts, labels, "This example is {}.", multi_label);
+      auto const results =
+          pipeline->zero_shot(texts, {labels, "This example is {}.", multi_label}, pipeline->local_run());
       REQUIRE(results.size() == 2);
       CHECK(results[0].labels == want["labels"].get<std::vector<std::string>>());
       for (std::size_t k = 0; k < labels.size(); ++k)
@@ -93,7 +96,9 @@ TEST_CASE("zero_shot and rerank over several texts in one call agree with HF") {
         truncate.strategy = flashdeberta::tokenizer::parse_truncation(c["input"]["truncation"].get<std::string>());
       }
       auto const passages = c["input"]["passages"].get<std::vector<std::string>>();
-      auto const ranked = pipeline->rerank(c["input"]["query"].get<std::string>(), passages, 3, true, truncate);
+      rt::RerankOptions const options{.top_n = 3, .raw_scores = true, .truncate = truncate};
+      auto const ranked =
+          pipeline->rerank(c["input"]["query"].get<std::string>(), passages, options, pipeline->local_run());
       REQUIRE(ranked.size() == std::min<std::size_t>(3, passages.size()));
       for (std::size_t k = 0; k < ranked.size(); ++k) {
         CHECK(ranked[k].index == c["order"][k].get<std::size_t>());

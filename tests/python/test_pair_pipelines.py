@@ -141,7 +141,7 @@ def test_rerank_refusals(fd):
         pipe("q", ["p"], top_n=0)
     with pytest.raises(ValueError, match="unknown truncation strategy 'sideways'"):
         pipe("q", ["p"], truncation="sideways", max_length=8)
-    with pytest.raises(ValueError, match="model_max_length, but its tokenizer_config.json gives none"):
+    with pytest.raises(ValueError, match="model_max_length, but .*tokenizer_config.json gives none"):
         pipe("q", ["p"], truncation="only_second")
     with pytest.raises(ValueError, match="query must be a str"):
         pipe(["q"], ["p"])

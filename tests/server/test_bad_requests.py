@@ -83,7 +83,7 @@ class BadRequests(unittest.TestCase):
         self.refused(413, "Validation", f"more than {PAYLOAD_LIMIT} bytes", raw=b'{"inputs": "' + b"a" * PAYLOAD_LIMIT
                      + b'"}')
         self.refused(413, "Validation", "--payload-limit", raw=b"x" * (PAYLOAD_LIMIT * 4), use_curl=True)
-        self.refused(422, "Validation", f"inputs[1] holds more than {MAX_INPUT_LENGTH} tokens",
+        self.refused(422, "Validation", f"inputs[1]: the text holds more than {MAX_INPUT_LENGTH} tokens",
                      body={"inputs": [["short"], ["word " * 100]]})
         status, got = post(self.server, "/predict", {"inputs": "word " * 100, "truncate": True})
         self.assertEqual(status, 200, got)

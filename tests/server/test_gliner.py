@@ -160,7 +160,7 @@ class GlinerRoute(unittest.TestCase):
             self.assertTrue(close(got, want, SAME_RUN), f"{got} != {want}")
             status, got = post(server, "/gliner", {**body, "texts": [text, " ".join([text] * 3)]})
             self.assertEqual(status, 422, got)
-            self.assertIn("text 2 holds", got["error"])
+            self.assertIn("texts[1]: the text holds", got["error"])
             self.assertIn("more than --max-batch-tokens 40 (raise --max-batch-tokens)", got["error"])
             self.assertEqual(server.stop(), 0)
 

@@ -79,7 +79,7 @@ class ClassifierRoutes(unittest.TestCase):
         status, error = post(self.server, "/predict", {"inputs": long_text})
         self.assertEqual(status, 422, error)
         self.assertEqual(error["error_type"], "Validation")
-        self.assertIn("inputs holds more than 512 tokens", error["error"])
+        self.assertIn("inputs: the text holds more than 512 tokens, more than --max-input-length 512", error["error"])
         self.assertIn("truncate", error["error"])
         status, got = post(self.server, "/predict", {"inputs": long_text, "truncate": True})
         self.assertEqual(status, 200, got)
@@ -156,7 +156,7 @@ class FillMaskAndNerRoutes(unittest.TestCase):
             self.assertEqual(len(got), len(cases))
             status, error = post(server, "/fill-mask", {"inputs": ["a [MASK]", "no mask here"]})
             self.assertEqual(status, 422, error)
-            self.assertIn("inputs[1] has no mask token ([MASK])", error["error"])
+            self.assertIn("inputs[1]: no mask token ([MASK]) in the text", error["error"])
             self.assertEqual(server.stop(signal.SIGINT), 0)  # Ctrl-C stops it as SIGTERM does
             self.assertIn("SIGINT: answering the requests in flight", server.stderr())
 
@@ -256,7 +256,7 @@ class PairRoutes(unittest.TestCase):
                 body = {"query": case["input"]["query"], "texts": case["input"]["passages"], "raw_scores": True}
                 status, error = post(server, "/rerank", body)
                 self.assertEqual(status, 422, error)
-                self.assertIn("texts[0] holds more than", error["error"])
+                self.assertIn("texts[0]: the text holds more than", error["error"])
                 status, got = post(server, "/rerank", dict(body, truncate=True))
                 self.assertEqual(status, 200, got)
                 cli = cli_lines("rerank", "--model", RERANK, "--tokenizer", SPM, "--query", body["query"],

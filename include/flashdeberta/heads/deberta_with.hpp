@@ -114,25 +114,28 @@ using DebertaV2ForMultipleChoice = DebertaWith<V2, P, MultipleChoiceHead>;
 template <ExecutionPolicy P>
 using DebertaV3ForMultipleChoice = DebertaWith<V3, P, MultipleChoiceHead>;
 
-// The run-time -> compile-time switch over heads: calls fn.template operator()<Head>() for a head kind
-// (HeadKind::kBase is the backbone alone and has no head template: the caller handles it).
+namespace detail {
+
+template <std::size_t I, class Fn, class Result>
+Result dispatch_head_from(HeadKind kind, Fn& fn) {
+  if constexpr (I < kHeadFacts.size()) {
+    constexpr HeadKind candidate = kHeadFacts[I].kind;
+    if (kind == candidate) return RegisteredHead<candidate>::call(fn);
+    return dispatch_head_from<I + 1, Fn, Result>(kind, fn);
+  } else {
+    FLASHDEBERTA_FAIL("dispatch_head: '" << head_kind_name(kind) << "' is the backbone alone, not a head");
+  }
+}
+
+}  // namespace detail
+
+// The run-time -> compile-time choice of a head: calls fn.template operator()<Head>() with the template
+// registered for `kind` (RegisteredHead), folding over kHeadFacts. HeadKind::kBase is the backbone alone and
+// has no head template: the caller handles it.
 template <class Fn>
 decltype(auto) dispatch_head(HeadKind kind, Fn&& fn) {
-  switch (kind) {
-    case HeadKind::kMaskedLM:
-      return fn.template operator()<MaskedLMHead>();
-    case HeadKind::kSequenceClassification:
-      return fn.template operator()<SequenceClassificationHead>();
-    case HeadKind::kTokenClassification:
-      return fn.template operator()<TokenClassificationHead>();
-    case HeadKind::kQuestionAnswering:
-      return fn.template operator()<QuestionAnsweringHead>();
-    case HeadKind::kMultipleChoice:
-      return fn.template operator()<MultipleChoiceHead>();
-    case HeadKind::kBase:
-      break;
-  }
-  FLASHDEBERTA_FAIL("dispatch_head: '" << head_kind_name(kind) << "' is the backbone alone, not a head");
+  using Result = decltype(RegisteredHead<HeadKind::kMaskedLM>::call(fn));
+  return detail::dispatch_head_from<1, Fn, Result>(kind, fn);  // kHeadFacts[0] is the backbone
 }
 
 }  // namespace flashdeberta

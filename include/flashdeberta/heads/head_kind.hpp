@@ -1,8 +1,12 @@
-// Which head runs on top of the backbone: chosen from config.json's `architectures` or explicitly
-// (the CLI's --head), checked against the checkpoint's family before any weight is read.
+// The heads this library runs, listed once: what each head is (its CLI name, HF's class-name suffix, how
+// messages describe it, the input layout it takes, whether it pools a position) sits in kHeadFacts, and
+// every name, parse and check below folds over that list. The head's template registers itself in its own
+// file (RegisteredHead, heads/registered_head.hpp), where dispatch_head finds it. Adding a head: its file,
+// its enumerator and its row here (docs/extending.md).
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,54 +25,60 @@ enum class HeadKind {
   kMultipleChoice,          // logits [B, C] (v2/v3 only)
 };
 
-inline constexpr std::array<HeadKind, 6> kAllHeadKinds = {HeadKind::kBase,
-                                                          HeadKind::kMaskedLM,
-                                                          HeadKind::kSequenceClassification,
-                                                          HeadKind::kTokenClassification,
-                                                          HeadKind::kQuestionAnswering,
-                                                          HeadKind::kMultipleChoice};
+// The token inputs a head takes: [B][L] rows, [B][C][L] choices, or either (the backbone).
+enum class HeadInputLayout { kRows, kChoices, kRowsOrChoices };
+
+struct HeadFacts {
+  HeadKind kind;
+  std::string_view name;          // the CLI's --head and Python's head names
+  std::string_view class_suffix;  // HF's architectures: Deberta<suffix>, DebertaV2<suffix>
+  std::string_view description;   // in messages: "a masked-LM checkpoint"
+  HeadInputLayout layout;
+  bool pools_first_token;  // reads position 0 of each row (HF's hidden_states[:, 0]): left padding is refused
+  bool v2_only;            // HF has no v1 class for it
+};
+
+// The list, in HeadKind's order (checked below).
+inline constexpr std::array kHeadFacts = {
+    HeadFacts{HeadKind::kBase, "base", "Model", "backbone", HeadInputLayout::kRowsOrChoices, false, false},
+    HeadFacts{HeadKind::kMaskedLM, "mlm", "ForMaskedLM", "masked-LM", HeadInputLayout::kRows, false, false},
+    HeadFacts{HeadKind::kSequenceClassification, "seqcls", "ForSequenceClassification", "sequence-classification",
+              HeadInputLayout::kRows, true, false},
+    HeadFacts{HeadKind::kTokenClassification, "tokcls", "ForTokenClassification", "token-classification",
+              HeadInputLayout::kRows, false, false},
+    HeadFacts{HeadKind::kQuestionAnswering, "qa", "ForQuestionAnswering", "question-answering", HeadInputLayout::kRows,
+              false, false},
+    HeadFacts{HeadKind::kMultipleChoice, "mc", "ForMultipleChoice", "multiple-choice", HeadInputLayout::kChoices, true,
+              true},
+};
+
+consteval bool head_facts_in_order() {
+  for (std::size_t i = 0; i < kHeadFacts.size(); ++i) {
+    if (static_cast<std::size_t>(kHeadFacts[i].kind) != i) return false;
+  }
+  return true;
+}
+static_assert(head_facts_in_order(), "kHeadFacts must list every HeadKind once, in the enum's order");
+
+constexpr HeadFacts const& head_facts(HeadKind kind) { return kHeadFacts[static_cast<std::size_t>(kind)]; }
 
 // The CLI's short names: base, mlm, seqcls, tokcls, qa, mc.
-constexpr std::string_view head_kind_name(HeadKind kind) {
-  switch (kind) {
-    case HeadKind::kBase:
-      return "base";
-    case HeadKind::kMaskedLM:
-      return "mlm";
-    case HeadKind::kSequenceClassification:
-      return "seqcls";
-    case HeadKind::kTokenClassification:
-      return "tokcls";
-    case HeadKind::kQuestionAnswering:
-      return "qa";
-    case HeadKind::kMultipleChoice:
-      return "mc";
-  }
-  return "?";
-}
-
+constexpr std::string_view head_kind_name(HeadKind kind) { return head_facts(kind).name; }
 // HF's class name suffix: DebertaV2ForMaskedLM and DebertaForMaskedLM both end in "ForMaskedLM".
-constexpr std::string_view head_kind_class_suffix(HeadKind kind) {
-  switch (kind) {
-    case HeadKind::kBase:
-      return "Model";
-    case HeadKind::kMaskedLM:
-      return "ForMaskedLM";
-    case HeadKind::kSequenceClassification:
-      return "ForSequenceClassification";
-    case HeadKind::kTokenClassification:
-      return "ForTokenClassification";
-    case HeadKind::kQuestionAnswering:
-      return "ForQuestionAnswering";
-    case HeadKind::kMultipleChoice:
-      return "ForMultipleChoice";
-  }
-  return "?";
+constexpr std::string_view head_kind_class_suffix(HeadKind kind) { return head_facts(kind).class_suffix; }
+// What a checkpoint with this head is, in messages: "backbone", "masked-LM", "sequence-classification", ...
+constexpr std::string_view head_description(HeadKind kind) { return head_facts(kind).description; }
+
+// "base, mlm, seqcls, tokcls, qa, mc": the names, for messages.
+inline std::string head_kind_names() {
+  std::string out;
+  for (HeadFacts const& f : kHeadFacts) out += (out.empty() ? "" : ", ") + std::string(f.name);
+  return out;
 }
 
 inline std::optional<HeadKind> parse_head_kind(std::string_view name) {
-  for (HeadKind kind : kAllHeadKinds) {
-    if (head_kind_name(kind) == name) return kind;
+  for (HeadFacts const& f : kHeadFacts) {
+    if (f.name == name) return f.kind;
   }
   return std::nullopt;
 }
@@ -87,19 +97,20 @@ inline HeadKind head_kind_from_config(ModelConfig const& config) {
     } else {
       continue;
     }
-    for (HeadKind kind : kAllHeadKinds) {
-      if (rest == head_kind_class_suffix(kind)) return kind;
+    for (HeadFacts const& f : kHeadFacts) {
+      if (rest == f.class_suffix) return f.kind;
     }
   }
   return HeadKind::kBase;
 }
 
-// Rejects a head the checkpoint's family does not have, naming why. HF has no v1 multiple-choice class.
+// Rejects a head the checkpoint's family does not have, naming why (HF has no v1 multiple-choice class).
 inline void require_head_supported(ModelConfig const& config, HeadKind kind, std::string const& source) {
-  FLASHDEBERTA_REQUIRE(kind != HeadKind::kMultipleChoice || config.model_type == ModelType::kDebertaV2,
-                       source << ": the multiple-choice head needs a DeBERTa v2/v3 checkpoint (model_type "
-                                 "deberta-v2); this is a v1 checkpoint (model_type deberta), for which HF has no "
-                                 "DebertaForMultipleChoice");
+  HeadFacts const& f = head_facts(kind);
+  FLASHDEBERTA_REQUIRE(!f.v2_only || config.model_type == ModelType::kDebertaV2,
+                       source << ": the " << f.description << " head needs a DeBERTa v2/v3 checkpoint (model_type "
+                              << "deberta-v2); this is a v1 checkpoint (model_type deberta), for which HF has no "
+                              << "Deberta" << f.class_suffix);
 }
 
 // `requested` (nullopt: auto) resolved against config.json, and checked.

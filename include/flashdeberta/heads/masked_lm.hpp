@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "flashdeberta/heads/head_support.hpp"
+#include "flashdeberta/heads/registered_head.hpp"
 
 namespace flashdeberta {
 
@@ -152,5 +153,8 @@ class MaskedLMHead {
   typename P::Buffer dense_bias_, gamma_, beta_, bias_;
   std::optional<Matrix> decoder_;
 };
+
+template <>
+struct RegisteredHead<HeadKind::kMaskedLM> : HeadTemplate<MaskedLMHead> {};
 
 }  // namespace flashdeberta

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "flashdeberta/heads/pooler.hpp"
+#include "flashdeberta/heads/registered_head.hpp"
 
 namespace flashdeberta {
 
@@ -58,5 +59,8 @@ class MultipleChoiceHead {
   Matrix classifier_;
   typename P::Buffer bias_;
 };
+
+template <>
+struct RegisteredHead<HeadKind::kMultipleChoice> : HeadTemplate<MultipleChoiceHead> {};
 
 }  // namespace flashdeberta

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "flashdeberta/heads/registered_head.hpp"
 #include "flashdeberta/heads/sequence_classification.hpp"
 
 namespace flashdeberta {
@@ -58,5 +59,8 @@ class QuestionAnsweringHead {
   Matrix weight_;
   typename P::Buffer bias_;
 };
+
+template <>
+struct RegisteredHead<HeadKind::kQuestionAnswering> : HeadTemplate<QuestionAnsweringHead> {};
 
 }  // namespace flashdeberta

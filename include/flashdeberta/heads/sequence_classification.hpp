@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "flashdeberta/heads/pooler.hpp"
+#include "flashdeberta/heads/registered_head.hpp"
 
 namespace flashdeberta {
 
@@ -72,5 +73,8 @@ class SequenceClassificationHead {
   typename P::Buffer bias_;
   std::vector<std::string> labels_;
 };
+
+template <>
+struct RegisteredHead<HeadKind::kSequenceClassification> : HeadTemplate<SequenceClassificationHead> {};
 
 }  // namespace flashdeberta

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "flashdeberta/heads/registered_head.hpp"
 #include "flashdeberta/heads/sequence_classification.hpp"
 
 namespace flashdeberta {
@@ -53,5 +54,8 @@ class TokenClassificationHead {
   typename P::Buffer bias_;
   std::vector<std::string> labels_;
 };
+
+template <>
+struct RegisteredHead<HeadKind::kTokenClassification> : HeadTemplate<TokenClassificationHead> {};
 
 }  // namespace flashdeberta

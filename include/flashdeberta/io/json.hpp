@@ -121,23 +121,25 @@ inline void check_json_text(std::string_view text, std::string_view source, std:
 // Parses `text` as one JSON document. `what` names the document in messages ("config"). The text
 // passes check_json_text, and nothing but whitespace (space, tab, CR, LF) may follow the value.
 // Duplicate keys in any object are rejected: nlohmann (and Python) silently keep the last one, so
-// two readers of the same file could disagree about its contents.
-inline Json parse_json(std::string_view text, std::string_view source, std::string_view what) {
+// two readers of the same file could disagree about its contents. `JsonType` may be nlohmann::ordered_json
+// where the keys' order matters (a config handed to Python as a dict in the file's order).
+template <class JsonType = Json>
+JsonType parse_json(std::string_view text, std::string_view source, std::string_view what) {
   check_json_text(text, source, what);
   std::vector<std::set<std::string>> open_objects;
-  auto on_event = [&](int depth, Json::parse_event_t event, Json& parsed) -> bool {
+  auto on_event = [&](int depth, typename JsonType::parse_event_t event, JsonType& parsed) -> bool {
     switch (event) {
-      case Json::parse_event_t::object_start:
-      case Json::parse_event_t::array_start:
+      case JsonType::parse_event_t::object_start:
+      case JsonType::parse_event_t::array_start:
         FLASHDEBERTA_REQUIRE(depth < kMaxJsonDepth,
                              source << ": " << what << " nests deeper than " << kMaxJsonDepth << " levels");
-        if (event == Json::parse_event_t::object_start) open_objects.emplace_back();
+        if (event == JsonType::parse_event_t::object_start) open_objects.emplace_back();
         break;
-      case Json::parse_event_t::object_end:
+      case JsonType::parse_event_t::object_end:
         if (!open_objects.empty()) open_objects.pop_back();
         break;
-      case Json::parse_event_t::key: {
-        auto const& key = parsed.get_ref<std::string const&>();
+      case JsonType::parse_event_t::key: {
+        auto const& key = parsed.template get_ref<std::string const&>();
         FLASHDEBERTA_REQUIRE(!open_objects.empty() && open_objects.back().insert(key).second,
                              source << ": " << what << " has duplicate key '" << key << "'");
         break;
@@ -148,8 +150,8 @@ inline Json parse_json(std::string_view text, std::string_view source, std::stri
     return true;
   };
   try {
-    return Json::parse(text.begin(), text.end(), on_event, /*allow_exceptions=*/true, /*ignore_comments=*/false);
-  } catch (Json::exception const& e) {
+    return JsonType::parse(text.begin(), text.end(), on_event, /*allow_exceptions=*/true, /*ignore_comments=*/false);
+  } catch (typename JsonType::exception const& e) {
     FLASHDEBERTA_FAIL(source << ": " << what << " is not valid JSON (" << e.what() << ")");
   }
 }

@@ -14,7 +14,8 @@
 
 namespace flashdeberta::pipelines {
 
-enum class ScoreFunction { kSoftmax, kSigmoid };
+// HF's function_to_apply: softmax, sigmoid, or none (the logits themselves, as TEI's raw_scores).
+enum class ScoreFunction { kSoftmax, kSigmoid, kNone };
 
 // What HF's pipeline applies for a config with `num_labels` labels and `problem_type` ("" when absent).
 inline ScoreFunction classification_function(std::string_view problem_type, std::size_t num_labels) {
@@ -33,7 +34,10 @@ inline std::vector<LabelScore> classify(std::span<float const> logits, std::vect
                                         ScoreFunction function) {
   FLASHDEBERTA_REQUIRE(logits.size() == labels.size(),
                        "classify: " << logits.size() << " logits for " << labels.size() << " labels");
-  std::vector<float> const scores = function == ScoreFunction::kSigmoid ? sigmoid(logits) : softmax(logits);
+  std::vector<float> const scores = function == ScoreFunction::kSigmoid ? sigmoid(logits)
+                                    : function == ScoreFunction::kNone
+                                        ? std::vector<float>(logits.begin(), logits.end())
+                                        : softmax(logits);
   std::vector<LabelScore> out;
   out.reserve(scores.size());
   for (std::size_t i = 0; i < scores.size(); ++i) out.push_back({labels[i], scores[i]});

@@ -14,8 +14,11 @@
 
 #include "flashdeberta/gliner/gliner_config.hpp"
 #include "flashdeberta/gliner/gliner_decoding.hpp"
+#include "flashdeberta/gliner/gliner_inputs.hpp"
+#include "flashdeberta/gliner/gliner_model.hpp"
 #include "flashdeberta/runtime/loaded_model.hpp"
 #include "flashdeberta/runtime/options.hpp"
+#include "flashdeberta/runtime/task_run.hpp"
 #include "flashdeberta/tokenizer/tokenizer.hpp"
 
 namespace flashdeberta::runtime {
@@ -23,19 +26,23 @@ namespace flashdeberta::runtime {
 // Whether `directory` holds gliner_config.json (a GLiNER model rather than a transformers checkpoint).
 bool is_gliner_directory(std::filesystem::path const& directory);
 
-// The GLiNER model each of a GlinerModel's policies instantiates (gliner.cpp).
+// The GLiNER model each backend instantiates: its config, its tokenizer and the forward of encoded windows.
+// What happens around the forward (labels, windows, batches, decoding) is GlinerModel's, for every backend.
 class LoadedGliner {
  public:
   virtual ~LoadedGliner() = default;
   virtual GlinerConfig const& config() const = 0;
   virtual tokenizer::Tokenizer const& tokenizer() const = 0;
-  // GLiNER<P>::predict_entities over texts numbered from `first` in messages, refused when the encoded
-  // texts hold more than `max_tokens` tokens together (before the forward).
-  virtual std::vector<std::vector<GlinerEntity>> predict(std::span<std::string const> texts,
-                                                         std::vector<std::string> const& labels,
-                                                         GlinerOptions const& options, std::size_t first,
-                                                         std::int64_t max_tokens,
-                                                         TokenLimitNames const& names) const = 0;
+  // GLiNER<P>::logits: one forward over the windows, their span (or token) scores.
+  virtual std::vector<GlinerLogits> logits(std::vector<GlinerInput> const& inputs) const = 0;
+};
+
+// How a front end runs predict_entities: what texts are called in messages and how many run per forward
+// (at most; a forward also holds at most max_tokens tokens with the labels' prompts, so texts that do not
+// fit together run in more forwards).
+struct GlinerRun {
+  InputNames names = InputNames::numbered();
+  std::size_t batch_size = 8;
 };
 
 class GlinerModel {
@@ -54,15 +61,16 @@ class GlinerModel {
   // "GLiNER span (markerV0, max_width 12) on DeBERTa v3, hidden 512": what the front ends print.
   std::string describe() const;
 
-  // The entities of each text with `labels` (GLiNER's batch_predict_entities / inference: texts[i] is "text
-  // first + i" in messages), in GLiNER's order. Blank texts give none. options.long_text picks what happens
-  // past max_len words (docs/gliner.md section 11). Refused before any work: no label (UsageError), a
-  // threshold outside [0, 1] (UsageError), a window_overlap without long_text windows or not below max_len
-  // (UsageError), a text of more than max_text_bytes(max_tokens) bytes; then, once encoded, texts holding
-  // more than max_tokens tokens together (every window counted).
+  // The entities of each text with `labels` (GLiNER's batch_predict_entities), in GLiNER's order; blank
+  // texts give none. options.long_text picks what happens past max_len words (docs/gliner.md section 11).
+  // Refused before any work: no label, an empty label, a threshold outside [0, 1], a window_overlap
+  // without long_text windows or not below max_len (UsageError); then per text (InputError, named by
+  // run.names): more than max_text_bytes(max_tokens) bytes, a text GLiNER's splitter or tokenizer refuses,
+  // or one that holds more than max_tokens tokens with its prompt on its own (every window counted).
   std::vector<std::vector<GlinerEntity>> predict_entities(std::span<std::string const> texts,
                                                           std::vector<std::string> const& labels,
-                                                          GlinerOptions const& options, std::size_t first = 1) const;
+                                                          GlinerOptions const& options,
+                                                          GlinerRun const& run = {}) const;
 
  private:
   std::int64_t max_tokens_ = kDefaultMaxTokens;

@@ -1,0 +1,129 @@
+// The tasks over one text per forward row: fill-mask, text classification (texts and pairs), token
+// classification and question answering. Each encodes its inputs with the run's names and bounds, runs
+// them through the run's HeadRunner and finishes the head's rows with the library's pipelines/ functions.
+#include <algorithm>
+#include <string>
+
+#include "flashdeberta/core/error.hpp"
+#include "flashdeberta/pipelines/question_answering.hpp"
+#include "flashdeberta/pipelines/text_span.hpp"
+#include "flashdeberta/runtime/pipeline.hpp"
+
+namespace flashdeberta::runtime {
+
+namespace {
+
+bool blank(std::string const& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
+
+}  // namespace
+
+std::vector<MaskPredictions> Pipeline::fill_mask(std::span<std::string const> texts, FillMaskOptions const& options,
+                                                 TaskRun const& run) const {
+  FLASHDEBERTA_REQUIRE(mask_token_id_.has_value(), "fill-mask needs a masked-LM checkpoint");
+  tokenizer::Tokenizer const& tok = *tokenizer_;
+  std::int64_t const mask_id = *mask_token_id_;
+  std::vector<tokenizer::Encoding> encodings;
+  std::vector<std::vector<std::size_t>> masks;  // per text, where its masks are
+  std::vector<std::size_t> starts = {0};        // per text, its first token among all of them
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    encodings.push_back(encode(texts[i], nullptr, run.names(i), run.limit));
+    std::vector<std::size_t> at;
+    for (std::size_t t = 0; t < encodings.back().size(); ++t)
+      if (encodings.back().input_ids[t] == mask_id) at.push_back(t);
+    if (at.empty()) {
+      throw InputError(InputError::Kind::kInvalid, run.names(i) + ": no mask token (" + *tok.id_to_token(mask_id) +
+                                                       ") in the text; fill-mask needs one");
+    }
+    masks.push_back(std::move(at));
+    starts.push_back(starts.back() + encodings.back().size());
+  }
+  if (texts.empty()) return {};
+  HeadOutput const out = run.forward(encodings);
+  // The logits rows of the mask tokens only ([M, V], in token order): each goes to its text.
+  HostHeadTensor const& logits = out["logits"];
+  auto const vocab = static_cast<std::size_t>(logits.width);
+  std::vector<std::vector<float>> rows(texts.size());  // per text: (masks, V)
+  for (std::int64_t r = 0; r < logits.row_count; ++r) {
+    auto const token = static_cast<std::size_t>(logits.tokens[r]);
+    std::size_t const i =
+        static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), token) - starts.begin()) - 1;
+    FLASHDEBERTA_REQUIRE(i < texts.size(), "fill-mask: logits row " << r << " names token " << token);
+    rows[i].insert(rows[i].end(), logits.values.begin() + r * vocab, logits.values.begin() + (r + 1) * vocab);
+  }
+  // A large top_k reaches model rows without a token (past the tokenizer's vocabulary): their token_str is
+  // empty, as HF's decode drops unknown ids.
+  auto const decode = [&](std::span<std::int64_t const> ids, bool skip) {
+    return tok.decode_dropping_unknown(ids, skip);
+  };
+  std::vector<MaskPredictions> results;
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    results.push_back(pipelines::fill_mask(encodings[i].input_ids, masks[i], rows[i], vocab, options.top_k,
+                                           tok.special_ids().pad, decode));
+  }
+  return results;
+}
+
+std::vector<std::vector<pipelines::LabelScore>> Pipeline::classify(std::span<TextInput const> inputs,
+                                                                   ClassifyOptions const& options,
+                                                                   TaskRun const& run) const {
+  pipelines::ScoreFunction const function = options.function.value_or(score_function());
+  std::vector<tokenizer::Encoding> encodings;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    TextInput const& input = inputs[i];
+    encodings.push_back(
+        encode(input.text, input.pair ? &*input.pair : nullptr, run.names(i), run.limit, options.truncate));
+  }
+  if (inputs.empty()) return {};
+  std::vector<std::size_t> const sizes = sequence_sizes(encodings);
+  HeadOutput const out = run.forward(encodings);
+  std::vector<std::vector<float>> const logits = rows_by_sequence(out["logits"], sizes);
+  std::vector<std::vector<pipelines::LabelScore>> results;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    results.push_back(pipelines::classify(logits[i], labels_, function));
+    if (options.top_k && *options.top_k < results.back().size()) results.back().resize(*options.top_k);
+  }
+  return results;
+}
+
+std::vector<std::vector<pipelines::Entity>> Pipeline::ner(std::span<std::string const> texts,
+                                                          TaskRun const& run) const {
+  tokenizer::Tokenizer const& tok = *tokenizer_;
+  std::vector<tokenizer::Encoding> encodings;
+  for (std::size_t i = 0; i < texts.size(); ++i)
+    encodings.push_back(encode(texts[i], nullptr, run.names(i), run.limit));
+  if (texts.empty()) return {};
+  std::vector<std::size_t> const sizes = sequence_sizes(encodings);
+  HeadOutput const out = run.forward(encodings);
+  std::vector<std::vector<float>> const logits = rows_by_sequence(out["logits"], sizes);
+  auto const decode = [&](std::span<std::int64_t const> ids) { return tok.decode(ids); };
+  std::vector<std::vector<pipelines::Entity>> results;
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    auto const predictions = pipelines::token_predictions(encodings[i], logits[i], labels_.size());
+    results.push_back(pipelines::group_entities_simple(encodings[i], predictions, labels_, decode));
+  }
+  return results;
+}
+
+Answer Pipeline::answer(std::string const& question, std::string const& context, TaskRun const& run) const {
+  std::string const name = run.names(0);
+  if (blank(question)) throw InputError(InputError::Kind::kInvalid, name + ": the question is empty");
+  if (blank(context)) throw InputError(InputError::Kind::kInvalid, name + ": the context is empty");
+  std::vector<tokenizer::Encoding> encodings = {encode(question, &context, name, run.limit)};
+  tokenizer::Encoding const& e = encodings.front();
+  if (e.size() > kMaxAnswerWindow) {
+    throw InputError(InputError::Kind::kTooLong,
+                     name + ": the question and context take " + std::to_string(e.size()) + " tokens, more than the " +
+                         std::to_string(kMaxAnswerWindow) +
+                         " of one window (HF's pipeline would split the context into overlapping windows, which is "
+                         "not done yet)");
+  }
+  std::size_t const sizes[] = {e.size()};
+  HeadOutput const out = run.forward(encodings);
+  std::vector<float> const start = rows_by_sequence(out["start_logits"], sizes).front();
+  std::vector<float> const end = rows_by_sequence(out["end_logits"], sizes).front();
+  auto const span = pipelines::best_answer_span(e, start, end, tokenizer_->special_ids().cls);
+  FLASHDEBERTA_REQUIRE(span.has_value(), name << ": the context has no token to answer with");
+  return Answer{span->score, span->start, span->end, pipelines::substr_code_points(context, span->start, span->end)};
+}
+
+}  // namespace flashdeberta::runtime
