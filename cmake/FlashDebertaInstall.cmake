@@ -20,4 +20,5 @@ configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/FlashDebertaConfig.cmake
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/FlashDebertaConfigVersion.cmake
   COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/FlashDebertaConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/FlashDebertaConfigVersion.cmake
+              ${CMAKE_CURRENT_LIST_DIR}/FlashDebertaCudaStandard.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/FlashDeberta)

@@ -68,17 +68,19 @@ option(FLASHDEBERTA_WITH_SENTENCEPIECE "Build the SentencePiece tokenizers (flas
 # The Python package (python/, module flashdeberta): on by default when pybind11 (Debian's pybind11-dev) and
 # Python 3's headers are found. It is built for Debian's /usr/bin/python3 when that exists (the interpreter
 # Debian's pybind11 and numpy belong to), else for the first python3 on PATH; -DPython_EXECUTABLE=... picks
-# another.
-if(NOT DEFINED Python_EXECUTABLE AND EXISTS /usr/bin/python3)
-  set(Python_EXECUTABLE /usr/bin/python3 CACHE FILEPATH "Python interpreter the package is built for")
-endif()
-find_package(Python COMPONENTS Interpreter Development.Module QUIET)
-set(PYBIND11_FINDPYTHON ON)
-find_package(pybind11 CONFIG QUIET)
-if(Python_FOUND AND pybind11_FOUND AND NOT FLASHDEBERTA_SANITIZE)  # an ASan extension cannot load into python3
-  set(_flashdeberta_python_default ON)
-else()
-  set(_flashdeberta_python_default OFF)
+# another. Off by default in a subproject, which then leaves Python's cache entries to the consumer.
+set(_flashdeberta_python_default OFF)
+if(PROJECT_IS_TOP_LEVEL OR FLASHDEBERTA_BUILD_PYTHON)
+  if(NOT DEFINED Python_EXECUTABLE AND EXISTS /usr/bin/python3)
+    set(Python_EXECUTABLE /usr/bin/python3 CACHE FILEPATH "Python interpreter the package is built for")
+  endif()
+  find_package(Python COMPONENTS Interpreter Development.Module QUIET)
+  set(PYBIND11_FINDPYTHON ON)
+  find_package(pybind11 CONFIG QUIET)
+  # An ASan extension cannot load into python3.
+  if(PROJECT_IS_TOP_LEVEL AND Python_FOUND AND pybind11_FOUND AND NOT FLASHDEBERTA_SANITIZE)
+    set(_flashdeberta_python_default ON)
+  endif()
 endif()
 option(FLASHDEBERTA_BUILD_PYTHON "Build the Python package (python/, needs pybind11 and numpy)"
        ${_flashdeberta_python_default})

@@ -1,4 +1,5 @@
-// Loads a checkpoint through the installed headers and runs one forward pass.
+// Loads a checkpoint through flashdeberta's headers and runs one forward pass on EigenPolicy (through oneDNN's
+// matmul in a build that has it).
 #include <cstdio>
 
 #include <flashdeberta/eigen/eigen_policy.hpp>
