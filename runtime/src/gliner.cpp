@@ -4,74 +4,59 @@
 #include <span>
 #include <string>
 #include <system_error>
-#include <type_traits>
-#include <utility>
-#include <variant>
+#include <vector>
 
 #include "backend_state.hpp"
 #include "flashdeberta/core/error.hpp"
-#include "flashdeberta/gliner/gliner.hpp"
+#include "flashdeberta/gliner/gliner_long_text.hpp"
+#include "flashdeberta/gliner/gliner_model.hpp"
 #include "flashdeberta/runtime/pipeline.hpp"
-#include "flashdeberta/variant/dispatch.hpp"
 
 namespace flashdeberta::runtime {
 
 namespace {
 
-template <ExecutionPolicy P>
-class TypedGliner final : public LoadedGliner {
- public:
-  TypedGliner(P const& policy, std::filesystem::path const& directory, ModelOptions options)
-      : model_(GLiNER<P>::load(policy, directory, options)) {}
-
-  GlinerConfig const& config() const override { return model_.config(); }
-  tokenizer::Tokenizer const& tokenizer() const override { return model_.tokenizer(); }
-
-  // GLiNER<P>::predict_entities, with the texts numbered from `first` in messages and their tokens counted
-  // against `max_tokens` before the forward.
-  std::vector<std::vector<GlinerEntity>> predict(std::span<std::string const> texts,
-                                                 std::vector<std::string> const& labels, GlinerOptions const& options,
-                                                 std::size_t first, std::int64_t max_tokens,
-                                                 TokenLimitNames const& names) const override {
-    std::vector<std::string> const used = dedup_gliner_labels(labels);
-    std::vector<std::vector<GlinerEntity>> out(texts.size());
-    std::vector<GlinerTextPlan> plans;  // one window per text, except under long_text windows
-    std::vector<GlinerInput> inputs;    // every window of every text: one forward
-    std::vector<std::size_t> which;
-    std::int64_t total = 0;
-    for (std::size_t i = 0; i < texts.size(); ++i) {
-      std::size_t const before = inputs.size();
-      try {
-        if (gliner_blank_text(texts[i])) continue;  // GLiNER: [] and nothing encoded
-        plans.push_back(plan_gliner_text(model_.tokenizer(), config(), texts[i], used, options));
-        append_gliner_inputs(model_.tokenizer(), config(), plans.back(), used, options, inputs);
-      } catch (Error const& e) {
-        fail_text(first + i, e.what());
-      }
-      which.push_back(i);
-      for (std::size_t w = before; w < inputs.size(); ++w)
-        total += static_cast<std::int64_t>(inputs[w].input_ids.size());
-      if (total > max_tokens) {
-        std::string const what = which.size() == 1 ? "text " + std::to_string(first + i) + " holds "
-                                                   : "texts " + std::to_string(first + which.front()) + " to " +
-                                                         std::to_string(first + i) + " hold ";
-        throw Error(what + std::to_string(total) + " tokens with the labels' prompt, more than " + names.max_tokens +
-                    " " + std::to_string(max_tokens) + names.remedy(which.size() > 1));
-      }
+// GLiNER<P>::predict_entities over `model`, with the texts numbered from `first` in messages and their tokens
+// counted against `max_tokens` before the forward.
+std::vector<std::vector<GlinerEntity>> predict_with(LoadedGliner const& model, std::span<std::string const> texts,
+                                                    std::vector<std::string> const& labels,
+                                                    GlinerOptions const& options, std::size_t first,
+                                                    std::int64_t max_tokens, TokenLimitNames const& names) {
+  GlinerConfig const& config = model.config();
+  std::vector<std::string> const used = dedup_gliner_labels(labels);
+  std::vector<std::vector<GlinerEntity>> out(texts.size());
+  std::vector<GlinerTextPlan> plans;  // one window per text, except under long_text windows
+  std::vector<GlinerInput> inputs;    // every window of every text: one forward
+  std::vector<std::size_t> which;
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    std::size_t const before = inputs.size();
+    try {
+      if (gliner_blank_text(texts[i])) continue;  // GLiNER: [] and nothing encoded
+      plans.push_back(plan_gliner_text(model.tokenizer(), config, texts[i], used, options));
+      append_gliner_inputs(model.tokenizer(), config, plans.back(), used, options, inputs);
+    } catch (Error const& e) {
+      fail_text(first + i, e.what());
     }
-    std::vector<GlinerLogits> const all = model_.logits(inputs);
-    std::span<GlinerLogits const> rest(all);
-    for (std::size_t j = 0; j < plans.size(); ++j) {
-      std::span<GlinerLogits const> const windows = rest.first(plans[j].windows.size());
-      rest = rest.subspan(windows.size());
-      out[which[j]] = gliner_text_entities(config(), texts[which[j]], plans[j], windows, used, options);
+    which.push_back(i);
+    for (std::size_t w = before; w < inputs.size(); ++w) total += static_cast<std::int64_t>(inputs[w].input_ids.size());
+    if (total > max_tokens) {
+      std::string const what = which.size() == 1 ? "text " + std::to_string(first + i) + " holds "
+                                                 : "texts " + std::to_string(first + which.front()) + " to " +
+                                                       std::to_string(first + i) + " hold ";
+      throw Error(what + std::to_string(total) + " tokens with the labels' prompt, more than " + names.max_tokens +
+                  " " + std::to_string(max_tokens) + names.remedy(which.size() > 1));
     }
-    return out;
   }
-
- private:
-  GLiNER<P> model_;
-};
+  std::vector<GlinerLogits> const all = model.logits(inputs);
+  std::span<GlinerLogits const> rest(all);
+  for (std::size_t j = 0; j < plans.size(); ++j) {
+    std::span<GlinerLogits const> const windows = rest.first(plans[j].windows.size());
+    rest = rest.subspan(windows.size());
+    out[which[j]] = gliner_text_entities(config, texts[which[j]], plans[j], windows, used, options);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -92,12 +77,7 @@ GlinerModel::GlinerModel(RuntimeOptions const& options)
                                        << ": no gliner_config.json, so it is not a GLiNER model (GLiNER's "
                                        << "save_pretrained writes gliner_config.json, the weights and the tokenizer)");
   backend_ = std::make_unique<Backend>(options);
-  ModelOptions const model_options{.attention = options.attention};
-  model_ = std::visit(
-      [&]<ExecutionPolicy P>(P const& policy) -> std::unique_ptr<LoadedGliner> {
-        return std::make_unique<TypedGliner<P>>(policy, options.model, model_options);
-      },
-      *backend_->state_->policy);
+  model_ = backend_->state_->started->load_gliner(options.model);
 }
 
 GlinerModel::~GlinerModel() {
@@ -132,7 +112,7 @@ std::vector<std::vector<GlinerEntity>> GlinerModel::predict_entities(std::span<s
   }
   for (std::size_t i = 0; i < texts.size(); ++i)
     require_text_bytes(texts[i].size(), first + i, max_tokens_, limit_names_);
-  return model_->predict(texts, labels, options, first, max_tokens_, limit_names_);
+  return predict_with(*model_, texts, labels, options, first, max_tokens_, limit_names_);
 }
 
 }  // namespace flashdeberta::runtime

@@ -16,25 +16,16 @@ std::string_view backend_name(BackendKind backend) {
   return "?";
 }
 
-// CMake defines these for the runtime library when the build has the backend.
-bool backend_compiled_in(BackendKind backend) {
+std::string_view backend_title(BackendKind backend) {
   switch (backend) {
     case BackendKind::kEigen:
-      return true;
+      return "Eigen";
     case BackendKind::kKokkos:
-#if defined(FLASHDEBERTA_RUNTIME_WITH_KOKKOS)
-      return true;
-#else
-      return false;
-#endif
+      return "Kokkos";
     case BackendKind::kCuda:
-#if defined(FLASHDEBERTA_RUNTIME_WITH_CUDA)
-      return true;
-#else
-      return false;
-#endif
+      return "CUDA";
   }
-  return false;
+  return "?";
 }
 
 std::string_view attention_name(AttentionImpl attention) {
