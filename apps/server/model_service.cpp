@@ -19,7 +19,7 @@ std::string joined(std::vector<std::string> const& items) {
 
 // A forward holds at most --max-batch-tokens; the server forms the batches itself, so a client's refusal names
 // only that limit, never a batch size.
-runtime::TokenLimitNames server_limit_names() { return {"--max-batch-tokens", ""}; }
+runtime::TokenLimitNames server_limit_names() { return {"--max-batch-tokens"}; }
 
 }  // namespace
 

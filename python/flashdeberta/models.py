@@ -1,8 +1,6 @@
 """AutoModel and AutoModelFor*: a checkpoint with one head on a backend, called with numpy inputs and
 returning HF's output fields (float32 numpy arrays in HF's layouts)."""
 
-import numpy as np
-
 from . import _native
 from ._arguments import checkpoint_path, threads_and_max_tokens
 
@@ -76,6 +74,10 @@ class PreTrainedModel(_native.ModelBase):
         memory, in the model's dtype, as DeviceArrays that torch.from_dlpack, cupy.from_dlpack or
         jax.dlpack.from_dlpack take without a copy; numpy arrays on the CPU); "pt" (torch tensors, through
         DLPack on CUDA)."""
+        # numpy is imported on the first call, not with the package, whose import it would take most of; once
+        # imported, this is a dictionary lookup.
+        import numpy as np
+
         # The common call (numpy arrays in and out) goes straight to the binding: after a forward has swept the
         # caches, every line of Python here costs a cache miss or two.
         if (not unused and return_tensors == "np" and type(input_ids) is np.ndarray

@@ -46,7 +46,7 @@ void require_fork_safe(int threads) {
 
 void register_fork_handler() { ::pthread_atfork(nullptr, nullptr, &on_fork_child); }
 
-runtime::TokenLimitNames python_limit_names() { return {"max_tokens", "batch_size"}; }
+runtime::TokenLimitNames python_limit_names() { return {"max_tokens"}; }
 
 runtime::RuntimeOptions runtime_options(std::filesystem::path const& model, std::string const& backend,
                                         std::string const& dtype, std::string const& attention, int threads,

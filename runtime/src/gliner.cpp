@@ -4,35 +4,17 @@
 #include <span>
 #include <string>
 #include <system_error>
-#include <type_traits>
-#include <utility>
-#include <variant>
+#include <vector>
 
 #include "backend_state.hpp"
 #include "flashdeberta/core/error.hpp"
-#include "flashdeberta/gliner/gliner.hpp"
+#include "flashdeberta/gliner/gliner_long_text.hpp"
+#include "flashdeberta/gliner/gliner_model.hpp"
 #include "flashdeberta/runtime/pipeline.hpp"
-#include "flashdeberta/variant/dispatch.hpp"
 
 namespace flashdeberta::runtime {
 
 namespace {
-
-template <ExecutionPolicy P>
-class TypedGliner final : public LoadedGliner {
- public:
-  TypedGliner(P const& policy, std::filesystem::path const& directory, ModelOptions options)
-      : model_(GLiNER<P>::load(policy, directory, options)) {}
-
-  GlinerConfig const& config() const override { return model_.config(); }
-  tokenizer::Tokenizer const& tokenizer() const override { return model_.tokenizer(); }
-  std::vector<GlinerLogits> logits(std::vector<GlinerInput> const& inputs) const override {
-    return model_.logits(inputs);
-  }
-
- private:
-  GLiNER<P> model_;
-};
 
 // One text ready to run: its plan and its windows' encoder inputs.
 struct PlannedText {
@@ -61,12 +43,7 @@ GlinerModel::GlinerModel(RuntimeOptions const& options)
                                        << ": no gliner_config.json, so it is not a GLiNER model (GLiNER's "
                                        << "save_pretrained writes gliner_config.json, the weights and the tokenizer)");
   backend_ = std::make_unique<Backend>(options);
-  ModelOptions const model_options{.attention = options.attention};
-  model_ = std::visit(
-      [&]<ExecutionPolicy P>(P const& policy) -> std::unique_ptr<LoadedGliner> {
-        return std::make_unique<TypedGliner<P>>(policy, options.model, model_options);
-      },
-      *backend_->state_->policy);
+  model_ = backend_->state_->started->load_gliner(options.model);
 }
 
 GlinerModel::~GlinerModel() {

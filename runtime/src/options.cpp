@@ -16,25 +16,16 @@ std::string_view backend_name(BackendKind backend) {
   return "?";
 }
 
-// CMake defines these for the runtime library when the build has the backend.
-bool backend_compiled_in(BackendKind backend) {
+std::string_view backend_title(BackendKind backend) {
   switch (backend) {
     case BackendKind::kEigen:
-      return true;
+      return "Eigen";
     case BackendKind::kKokkos:
-#if defined(FLASHDEBERTA_RUNTIME_WITH_KOKKOS)
-      return true;
-#else
-      return false;
-#endif
+      return "Kokkos";
     case BackendKind::kCuda:
-#if defined(FLASHDEBERTA_RUNTIME_WITH_CUDA)
-      return true;
-#else
-      return false;
-#endif
+      return "CUDA";
   }
-  return false;
+  return "?";
 }
 
 std::string_view attention_name(AttentionImpl attention) {
@@ -58,11 +49,6 @@ std::string describe_backend(RuntimeOptions const& o, int threads) {
   return std::string(backend_name(o.backend)) + ", attention " + std::string(attention_name(o.attention)) + ", dtype " +
          std::string(dtype_option_name(o.dtype)) + ", " + std::to_string(threads) +
          (threads == 1 ? " thread" : " threads");
-}
-
-std::string TokenLimitNames::remedy(bool several_texts) const {
-  if (several_texts && !batch_size.empty()) return " (lower " + batch_size + ", or raise " + max_tokens + ")";
-  return " (raise " + max_tokens + ")";
 }
 
 void require_max_tokens(std::int64_t tokens, std::int64_t max_tokens, std::string const& what) {

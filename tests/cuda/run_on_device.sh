@@ -71,6 +71,9 @@ import pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-rs', 'tes
       # test_cli runs the flashdeberta binary at the path it was built with, under /work/main (linked above).
       cli=$(strings "$bundle/bin/test_cli" | grep -m1 '/bin/flashdeberta$')
       mkdir -p "$(dirname "$cli")" && cp -f "$bundle/bin/flashdeberta" "$cli"
+      # --backend cuda opens the CUDA backend module beside the program (backends/cuda/runtime/): bundle
+      # build/lib/libflashdeberta_backend_cuda.so with it.
+      cp -f "$bundle/bin/libflashdeberta_backend_cuda.so" "$(dirname "$cli")/"
       step cli 300 "$bundle/bin/test_cli"
       ;;
     bench)

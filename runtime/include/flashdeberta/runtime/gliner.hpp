@@ -1,7 +1,7 @@
 // GLiNER for the front ends (the CLI's gliner command, the Python package's GLiNER class, the server's
-// /gliner route): a GLiNER directory (docs/gliner.md) loaded over the backend RuntimeOptions picks, the
-// GLiNER<P> instantiations compiled once in runtime/src/gliner.cpp, and predict_entities with the limits
-// every front end applies (the bytes of a text, the tokens of a batch).
+// /gliner route): a GLiNER directory (docs/gliner.md) loaded over the backend RuntimeOptions picks (its
+// GLiNER<P> instantiated once, by the backend: policy_backend.hpp), and predict_entities with the limits every
+// front end applies (the bytes of a text, the tokens of a batch).
 #pragma once
 
 #include <cstddef>
@@ -15,25 +15,29 @@
 #include "flashdeberta/gliner/gliner_config.hpp"
 #include "flashdeberta/gliner/gliner_decoding.hpp"
 #include "flashdeberta/gliner/gliner_inputs.hpp"
-#include "flashdeberta/gliner/gliner_model.hpp"
 #include "flashdeberta/runtime/loaded_model.hpp"
 #include "flashdeberta/runtime/options.hpp"
 #include "flashdeberta/runtime/task_run.hpp"
 #include "flashdeberta/tokenizer/tokenizer.hpp"
+
+namespace flashdeberta {
+struct GlinerLogits;  // gliner_model.hpp: one text's logits
+}  // namespace flashdeberta
 
 namespace flashdeberta::runtime {
 
 // Whether `directory` holds gliner_config.json (a GLiNER model rather than a transformers checkpoint).
 bool is_gliner_directory(std::filesystem::path const& directory);
 
-// The GLiNER model each backend instantiates: its config, its tokenizer and the forward of encoded windows.
-// What happens around the forward (labels, windows, batches, decoding) is GlinerModel's, for every backend.
+// The GLiNER<P> a backend instantiates for its policy (policy_backend.hpp): the encoder and GLiNER's layers.
+// GlinerModel does the rest on the host, the same for every backend: planning the windows and batches of the
+// texts, counting their tokens, decoding the entities.
 class LoadedGliner {
  public:
   virtual ~LoadedGliner() = default;
   virtual GlinerConfig const& config() const = 0;
   virtual tokenizer::Tokenizer const& tokenizer() const = 0;
-  // GLiNER<P>::logits: one forward over the windows, their span (or token) scores.
+  // GLiNER<P>::logits: one forward over the prepared windows of every text.
   virtual std::vector<GlinerLogits> logits(std::vector<GlinerInput> const& inputs) const = 0;
 };
 

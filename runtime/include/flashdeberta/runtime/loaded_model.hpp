@@ -1,8 +1,8 @@
 // The front ends' one crossing from run time to compile time: the backend option picks the policy,
 // config.json picks the variant, the head asked for (or config.json's architectures) the head, and the
 // CLI, the Python package and the server see the resulting DebertaModel<V, P> or DebertaWith<V, P, Head>
-// through a small interface, so only loaded_model.cpp instantiates the model templates (for CudaPolicy
-// too: its header is host C++).
+// through a small interface. Each backend instantiates the model templates once for its policy, from its own
+// folder (policy_backend.hpp); the registry finds it (backend_entry.hpp).
 #pragma once
 
 #include <cstdint>
@@ -72,8 +72,9 @@ class LoadedModel {
   }
 };
 
-// A started backend: the runtime it needs (Kokkos is initialized here and finalized in the destructor)
-// and its policy. Every LoadedModel must be destroyed before the Backend that loaded it.
+// A started backend: the runtime it needs (Kokkos is initialized here and finalized in the destructor; the
+// CUDA backend's module and libraries are loaded here, the first time) and its policy. Every LoadedModel must
+// be destroyed before the Backend that loaded it.
 class Backend {
  public:
   // Throws UsageError for a backend this build lacks and for a dtype the backend does not compute in.

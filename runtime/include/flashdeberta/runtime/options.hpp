@@ -39,15 +39,10 @@ inline constexpr std::int64_t kDefaultMaxTokens = 65536;
 inline constexpr std::int64_t kMaxTokensLimit = std::numeric_limits<std::int32_t>::max();
 inline constexpr int kMaxThreads = 4096;
 
-// What a front end calls the settings behind RuntimeOptions::max_tokens, so that a refusal names what its
-// user can change: the CLI's --max-tokens and --batch-size (the defaults), the server's --max-batch-tokens
-// (it forms the batches itself: no batch size to lower), Python's max_tokens and batch_size.
+// What a front end calls the setting behind RuntimeOptions::max_tokens, so that a refusal names what its user
+// can change: the CLI's --max-tokens, the server's --max-batch-tokens, Python's max_tokens.
 struct TokenLimitNames {
   std::string max_tokens = "--max-tokens";
-  std::string batch_size = "--batch-size";  // empty where the front end splits its batches itself
-
-  // " (raise --max-tokens)"; for several texts " (lower --batch-size, or raise --max-tokens)".
-  std::string remedy(bool several_texts) const;
 };
 
 struct RuntimeOptions {
@@ -55,16 +50,18 @@ struct RuntimeOptions {
   BackendKind backend = BackendKind::kEigen;
   AttentionImpl attention = AttentionImpl::kFlash;
   DType dtype = DType::kF32;  // kI8: the host backend's linear layers quantized to int8 (docs/host-dtypes.md)
-  int threads = 0;                              // 0: every core the backend sees
+  int threads = 0;            // 0: every core the backend sees
   std::int64_t max_tokens = kDefaultMaxTokens;  // refuse larger inputs before running them
   TokenLimitNames limit_names;                  // for the refusals
 };
 
 std::string_view backend_name(BackendKind backend);        // "eigen", "kokkos", "cuda"
+std::string_view backend_title(BackendKind backend);       // "Eigen", "Kokkos", "CUDA": in messages
 std::string_view attention_name(AttentionImpl attention);  // "flash", "eager"
 std::string_view dtype_option_name(DType dtype);           // "fp32", "bf16", "fp16", "int8"
 
-// Whether this build of the runtime has the backend.
+// Whether this build of the runtime has the backend (backend_registry.cpp). For a backend built as a module
+// (CUDA), whether the build made it: its libraries are loaded only when a run starts it.
 bool backend_compiled_in(BackendKind backend);
 
 // "eigen, attention flash, dtype fp32, 8 threads": the summary line the front ends print.

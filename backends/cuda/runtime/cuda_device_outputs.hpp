@@ -1,5 +1,5 @@
-// Head outputs of CudaPolicy laid out as HF returns them, without leaving the device (loaded_model.cpp's
-// LoadedModel::forward_head_on_device for CUDA). Packed per-token rows are scattered into a zeroed
+// Head outputs of CudaPolicy laid out as HF returns them, without leaving the device (CudaDevice::padded, behind
+// LoadedModel::forward_head_on_device in the CUDA backend module). Packed per-token rows are scattered into a zeroed
 // [B, L, width] buffer by device-to-device copies, one per run of rows that are contiguous on both sides
 // (a right-padded sequence is one run), so no kernel is needed.
 #pragma once

@@ -1,0 +1,166 @@
+// The model instantiations every backend shares, generic over its policy: a backend folder's runtime source
+// (backends/<name>/runtime/) starts its policy and returns a PolicyBackend<P>, whose load() crosses from the
+// run-time variant and head to DebertaModel<V, P> or DebertaWith<V, P, Head> and whose load_gliner() to
+// GLiNER<P>. No backend type is named here; a backend whose work runs on a device passes a Device type with
+// what only it can do (CudaDevice in backends/cuda/runtime/).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "flashdeberta/gliner/gliner.hpp"
+#include "flashdeberta/heads/deberta_with.hpp"
+#include "flashdeberta/model/deberta_model.hpp"
+#include "flashdeberta/runtime/backend_entry.hpp"
+#include "flashdeberta/runtime/gliner.hpp"
+#include "flashdeberta/runtime/loaded_model.hpp"
+#include "flashdeberta/variant/dispatch.hpp"
+
+namespace flashdeberta::runtime {
+
+// The Device of a host backend: its outputs are in host memory already and the host clock times it.
+//
+// A device backend's Device has kOnDevice true and
+//   Timer(P const& policy)  made once the weights are loaded;
+//     DeviceRun run(Model const& model, Batch const& batch) const  one forward timed on the device
+//   static DeviceTensor padded(P const&, DeviceHeadTensor<P>&&, Batch const&, std::vector<std::int64_t> const& shape)
+//     an output in HF's layout for an input of `shape`, left on the device (LoadedModel::forward_head_on_device)
+struct HostDevice {
+  static constexpr bool kOnDevice = false;
+  struct Timer {
+    template <class P>
+    explicit Timer(P const&) {}
+  };
+};
+
+template <Variant V, ExecutionPolicy P, class Device>
+class TypedModel final : public LoadedModel {
+ public:
+  TypedModel(P const& policy, std::filesystem::path const& directory, ModelOptions options)
+      : model_(DebertaModel<V, P>::load(policy, directory, options)), timer_(policy) {}
+
+  std::vector<float> forward_to_host(Batch const& batch) const override { return model_.forward_to_host(batch); }
+  void forward(Batch const& batch) const override { (void)model_.forward(batch); }
+  HeadOutput forward_head(Batch const& batch, std::optional<std::int64_t>) const override {
+    HeadOutput out;
+    out.tensors.push_back(last_hidden_state_tensor(model_.forward_to_host(batch), model_.config().hidden_size));
+    return out;
+  }
+  std::optional<DeviceRun> device_forward(Batch const& batch) const override {
+    if constexpr (Device::kOnDevice) {
+      return timer_.run(model_, batch);
+    } else {
+      return LoadedModel::device_forward(batch);
+    }
+  }
+  std::optional<std::vector<DeviceTensor>> forward_head_on_device(
+      Batch const& batch, std::vector<std::int64_t> const& input_shape) const override {
+    if constexpr (Device::kOnDevice) {
+      HiddenStates<P> hidden = model_.forward(batch);
+      DeviceHeadTensor<P> t{"last_hidden_state",     HeadRows::kTokens, {}, hidden.tokens, hidden.hidden_size, false,
+                            std::move(hidden.values)};
+      t.tokens.resize(static_cast<std::size_t>(t.row_count));
+      std::iota(t.tokens.begin(), t.tokens.end(), std::int64_t{0});
+      return std::vector<DeviceTensor>{Device::padded(model_.policy(), std::move(t), batch, input_shape)};
+    } else {
+      return LoadedModel::forward_head_on_device(batch, input_shape);
+    }
+  }
+
+ private:
+  DebertaModel<V, P> model_;
+  typename Device::Timer timer_;  // after model_: a device timer counts the memory the weights hold
+};
+
+template <Variant V, ExecutionPolicy P, template <class> class Head, class Device>
+class TypedHeadModel final : public LoadedModel {
+ public:
+  TypedHeadModel(P const& policy, std::filesystem::path const& directory, ModelOptions options)
+      : model_(DebertaWith<V, P, Head>::load(policy, directory, options)) {}
+
+  std::vector<float> forward_to_host(Batch const& batch) const override {
+    return model_.backbone().forward_to_host(batch);
+  }
+  void forward(Batch const& batch) const override { (void)model_.forward(batch); }
+  HeadOutput forward_head(Batch const& batch, std::optional<std::int64_t> mask_token_id) const override {
+    return model_.forward_to_host(batch,
+                                  mask_token_id ? HeadRequest::tokens_with_id(batch, *mask_token_id) : HeadRequest{});
+  }
+  std::optional<std::vector<DeviceTensor>> forward_head_on_device(
+      Batch const& batch, std::vector<std::int64_t> const& input_shape) const override {
+    if constexpr (Device::kOnDevice) {
+      std::vector<DeviceTensor> out;
+      DeviceHeadOutput<P> outputs = model_.forward(batch);
+      for (auto& t : outputs.tensors)
+        out.push_back(Device::padded(model_.backbone().policy(), std::move(t), batch, input_shape));
+      return out;
+    } else {
+      return LoadedModel::forward_head_on_device(batch, input_shape);
+    }
+  }
+
+ private:
+  DebertaWith<V, P, Head> model_;
+};
+
+template <ExecutionPolicy P>
+class TypedGliner final : public LoadedGliner {
+ public:
+  TypedGliner(P const& policy, std::filesystem::path const& directory, ModelOptions options)
+      : model_(GLiNER<P>::load(policy, directory, options)) {}
+
+  GlinerConfig const& config() const override { return model_.config(); }
+  tokenizer::Tokenizer const& tokenizer() const override { return model_.tokenizer(); }
+  std::vector<GlinerLogits> logits(std::vector<GlinerInput> const& inputs) const override {
+    return model_.logits(inputs);
+  }
+
+ private:
+  GLiNER<P> model_;
+};
+
+// A started backend over policy P: the one place that instantiates the model templates for P.
+template <ExecutionPolicy P, class Device = HostDevice>
+class PolicyBackend final : public StartedBackend {
+ public:
+  // `runtime`: what the policy needs running while it exists (Kokkos' initialization guard), released after it.
+  PolicyBackend(P policy, int threads, AttentionImpl attention, std::shared_ptr<void> runtime = nullptr)
+      : runtime_(std::move(runtime)), policy_(std::move(policy)), threads_(threads), options_{.attention = attention} {}
+
+  // The policy, not a table, says what it computes in, so a backend that gains a dtype needs no front-end change.
+  DType computes() const override {
+    if constexpr (requires { policy_.linear_dtype(); }) {
+      return policy_.linear_dtype();
+    } else {
+      return policy_.compute_dtype();
+    }
+  }
+  int threads() const override { return threads_; }
+
+  std::unique_ptr<LoadedModel> load(std::filesystem::path const& directory, ModelConfig const& config,
+                                    HeadKind head) const override {
+    return dispatch_variant(config, [&]<Variant V>() -> std::unique_ptr<LoadedModel> {
+      if (head == HeadKind::kBase) return std::make_unique<TypedModel<V, P, Device>>(policy_, directory, options_);
+      return dispatch_head(head, [&]<template <class> class Head>() -> std::unique_ptr<LoadedModel> {
+        return std::make_unique<TypedHeadModel<V, P, Head, Device>>(policy_, directory, options_);
+      });
+    });
+  }
+  std::unique_ptr<LoadedGliner> load_gliner(std::filesystem::path const& directory) const override {
+    return std::make_unique<TypedGliner<P>>(policy_, directory, options_);
+  }
+
+ private:
+  std::shared_ptr<void> runtime_;  // declared before the policy, so destroyed after it
+  P policy_;
+  int threads_ = 1;
+  ModelOptions options_;
+};
+
+}  // namespace flashdeberta::runtime
