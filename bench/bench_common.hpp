@@ -82,7 +82,7 @@ inline void configure_run(benchmark::internal::Benchmark* b, double work_per_ite
 }
 
 inline std::vector<float> random_values(std::int64_t count, std::uint64_t seed, float scale = 1.0f) {
-  return detail::random_normal(seed, "bench-input", count, 0.0f, scale);
+  return random_normal(seed, "bench-input", count, 0.0f, scale);
 }
 
 inline std::vector<std::int32_t> random_ids(std::int64_t count, std::int64_t vocab, std::uint64_t seed) {

@@ -100,10 +100,23 @@ inline std::uint64_t fnv1a(std::string const& text, std::uint64_t hash = 0xcbf29
   return hash;
 }
 
-// mean + std * N(0, 1) by Box-Muller, two values per pair of uniforms.
+inline void write_text_atomically(std::filesystem::path const& path, std::string const& text) {
+  std::filesystem::path const temp = path.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    out << text;
+    FLASHDEBERTA_REQUIRE(out.good(), temp.string() << ": write failed");
+  }
+  std::filesystem::rename(temp, path);
+}
+
+}  // namespace detail
+
+// `count` values mean + std * N(0, 1) by Box-Muller (two per pair of uniforms), from a stream seeded by
+// (seed, name): the same tensor whatever else is generated and in what order.
 inline std::vector<float> random_normal(std::uint64_t seed, std::string const& name, std::int64_t count, float mean,
                                         float std) {
-  SplitMix64 rng{fnv1a(name, seed)};
+  detail::SplitMix64 rng{detail::fnv1a(name, seed)};
   std::vector<float> values(static_cast<std::size_t>(count));
   constexpr double kTwoPi = 6.283185307179586;
   for (std::int64_t i = 0; i < count; i += 2) {
@@ -116,12 +129,15 @@ inline std::vector<float> random_normal(std::uint64_t seed, std::string const& n
   return values;
 }
 
+// One tensor of a random checkpoint, by its HF name.
 struct NamedTensor {
   std::string name;
   std::vector<std::int64_t> shape;
   std::vector<float> values;
 };
 
+// The backbone's tensors under their HF names (no "deberta." prefix); a program that builds a larger model
+// around a backbone (GLiNER) renames them and adds its own from random_normal.
 inline std::vector<NamedTensor> random_backbone(RandomCheckpointSpec const& s) {
   constexpr float kStd = 0.02f;
   std::vector<NamedTensor> tensors;
@@ -167,17 +183,15 @@ inline std::vector<NamedTensor> random_backbone(RandomCheckpointSpec const& s) {
   return tensors;
 }
 
-inline void write_text_atomically(std::filesystem::path const& path, std::string const& text) {
-  std::filesystem::path const temp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out << text;
-    FLASHDEBERTA_REQUIRE(out.good(), temp.string() << ": write failed");
+// Writes `tensors` as an F32 safetensors file with HF's {"format": "pt"} metadata.
+inline void write_named_tensors(std::filesystem::path const& path, std::vector<NamedTensor> const& tensors) {
+  std::vector<TensorToWrite> views;
+  views.reserve(tensors.size());
+  for (auto const& t : tensors) {
+    views.push_back({t.name, DType::kF32, t.shape, std::as_bytes(std::span<float const>(t.values))});
   }
-  std::filesystem::rename(temp, path);
+  write_safetensors(path, views, {{"format", "pt"}});
 }
-
-}  // namespace detail
 
 // The directory's name: stable for a given spec, different for any change of shape, flag or seed.
 inline std::filesystem::path random_checkpoint_directory(RandomCheckpointSpec const& spec,
@@ -197,13 +211,7 @@ inline std::filesystem::path random_checkpoint(RandomCheckpointSpec const& spec,
   // config.json is written last, so its presence marks a complete checkpoint.
   if (std::filesystem::exists(dir / "config.json") && std::filesystem::exists(dir / "model.safetensors")) return dir;
   std::filesystem::create_directories(dir);
-  std::vector<detail::NamedTensor> const tensors = detail::random_backbone(spec);
-  std::vector<TensorToWrite> views;
-  views.reserve(tensors.size());
-  for (auto const& t : tensors) {
-    views.push_back({t.name, DType::kF32, t.shape, std::as_bytes(std::span<float const>(t.values))});
-  }
-  write_safetensors(dir / "model.safetensors", views, {{"format", "pt"}});
+  write_named_tensors(dir / "model.safetensors", random_backbone(spec));
   detail::write_text_atomically(dir / "config.json", spec.config_json().dump(2) + "\n");
   return dir;
 }

@@ -5,7 +5,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../scratch_dir.hpp"
 #include "flashdeberta/io/json.hpp"
 #include "flashdeberta/io/safetensors.hpp"
 
@@ -21,40 +21,6 @@ namespace flashdeberta::testing {
 inline std::filesystem::path fixture(std::string const& name) {
   return std::filesystem::path(FLASHDEBERTA_FIXTURE_DIR) / name;
 }
-
-// A fresh directory per test, removed afterwards; what the CLI writes (or must not write) goes here.
-class ScratchDir {
- public:
-  ScratchDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("flashdeberta_cli_test." + std::to_string(::getpid()) + "." + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(ScratchDir const&) = delete;
-  ScratchDir& operator=(ScratchDir const&) = delete;
-
-  std::filesystem::path operator/(std::string const& name) const { return path_ / name; }
-  std::filesystem::path const& path() const { return path_; }
-
-  // File names in the directory, sorted; temporaries of an interrupted write would show up here too.
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (auto const& e : std::filesystem::directory_iterator(path_)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
-  void write(std::string const& name, std::string const& text) const { std::ofstream(path_ / name) << text; }
-
- private:
-  std::filesystem::path path_;
-};
 
 struct CliResult {
   int status = -1;
@@ -160,6 +126,22 @@ inline std::string input_json_from_fixture(std::filesystem::path const& dir, boo
     doc[name] = std::move(nested);
   }
   return doc.dump();
+}
+
+// The task fixtures (tests/fixtures/pipelines and pairs: models made on the committed SentencePiece vocabulary,
+// with HF's answers in expected.json). Scores are compared at kTaskScoreTolerance, everything else exactly.
+inline constexpr double kTaskScoreTolerance = 1e-4;
+
+inline io::Json task_expected(std::filesystem::path const& dir) {
+  std::ifstream in(dir / "expected.json");
+  return io::Json::parse(in);
+}
+
+inline std::string task_tokenizer_dir() { return fixture("tokenizers/spm").string(); }
+
+// The arguments every task command of these tests starts with: the model, its tokenizer, two threads.
+inline std::vector<std::string> task_args(std::string const& command, std::filesystem::path const& model) {
+  return {command, "--model", model.string(), "--tokenizer", task_tokenizer_dir(), "--threads", "2"};
 }
 
 }  // namespace flashdeberta::testing

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../sanitized_build.hpp"
 #include "../unit/torch_bin_writer.hpp"
 #include "cli_harness.hpp"
 
@@ -21,17 +22,7 @@ using fd::testing::ScratchDir;
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = flashdeberta::testing::kAddressSanitized;
 
 // Bounds for a refusal: generous for a loaded 2-core CI machine, far below what the unbounded versions took
 // (10 s and 860 MB for the pickle, minutes and tens of GB for the long inputs). ASan's shadow memory and

@@ -15,39 +15,27 @@
 
 #include "cli_harness.hpp"
 
-using flashdeberta::testing::check_one_line_error;
-using flashdeberta::testing::CliResult;
-using flashdeberta::testing::json_lines;
-using flashdeberta::testing::run_cli;
-using flashdeberta::testing::run_cli_lines;
-using flashdeberta::testing::run_cli_stdin;
-using flashdeberta::testing::ScratchDir;
+namespace flashdeberta::testing {
+
 using nlohmann::json;
 
 namespace {
 
-constexpr double kScoreTolerance = 1e-4;
 double max_score_difference = 0.0;  // over every score compared, reported at the end of each case
 
-std::filesystem::path pairs_dir(std::string const& name) {
-  return std::filesystem::path(FLASHDEBERTA_FIXTURE_DIR) / "pairs" / name;
-}
+std::filesystem::path pairs_dir(std::string const& name) { return fixture("pairs/" + name); }
 
-std::string tokenizer_dir() {
-  return (std::filesystem::path(FLASHDEBERTA_FIXTURE_DIR) / "tokenizers" / "spm").string();
-}
-
-json expected(std::string const& name) { return json::parse(std::ifstream(pairs_dir(name) / "expected.json")); }
+json expected(std::string const& name) { return task_expected(pairs_dir(name)); }
 
 // pair_classify has no checkpoint of its own: it runs the zero_shot model (meta.model "../zero_shot").
 std::vector<std::string> base_args(std::string const& command, std::string const& model) {
-  return {command, "--model", pairs_dir(model).string(), "--tokenizer", tokenizer_dir(), "--threads", "2"};
+  return task_args(command, pairs_dir(model));
 }
 
 void check_score(json const& got, json const& want) {
   double const difference = std::abs(got.get<double>() - want.get<double>());
   max_score_difference = std::max(max_score_difference, difference);
-  CHECK(difference <= kScoreTolerance);
+  CHECK(difference <= kTaskScoreTolerance);
 }
 
 // HF's {"sequence", "labels", "scores"} against a line of ours.
@@ -242,15 +230,15 @@ TEST_CASE("zero-shot and rerank refuse what they cannot serve, in one line") {
   SUBCASE("a checkpoint without an entailment label: status 2, naming config.json and its labels") {
     ScratchDir const dir;
     write_relabelled_checkpoint(dir, {{"0", "yes"}, {"1", "maybe"}, {"2", "no"}});
-    CliResult const r = run_cli(
-        {"zero-shot", "--model", dir.path().string(), "--tokenizer", tokenizer_dir(), "--labels", "a,b", "some text"});
+    CliResult const r = run_cli({"zero-shot", "--model", dir.path().string(), "--tokenizer", task_tokenizer_dir(),
+                                 "--labels", "a,b", "some text"});
     check_one_line_error(r, 2, "needs an NLI checkpoint with an entailment label");
     CHECK(r.err.find("id2label in " + (dir / "config.json").string() + " holds yes, maybe, no") != std::string::npos);
   }
   SUBCASE("another order of the labels is read as HF reads it") {
     ScratchDir const dir;
     write_relabelled_checkpoint(dir, {{"0", "contradiction"}, {"1", "Entailment"}, {"2", "neutral"}});
-    auto const lines = run_cli_lines({"zero-shot", "--model", dir.path().string(), "--tokenizer", tokenizer_dir(),
+    auto const lines = run_cli_lines({"zero-shot", "--model", dir.path().string(), "--tokenizer", task_tokenizer_dir(),
                                       "--labels", "a", "some text"},
                                      1)
                            .lines;
@@ -381,3 +369,5 @@ TEST_CASE("--progress with stderr not a terminal prints one line per update") {
 }
 
 #endif  // FLASHDEBERTA_WITH_SENTENCEPIECE
+
+}  // namespace flashdeberta::testing

@@ -13,27 +13,13 @@
 
 #include "cli_harness.hpp"
 
-using flashdeberta::testing::check_one_line_error;
-using flashdeberta::testing::CliResult;
-using flashdeberta::testing::json_lines;
-using flashdeberta::testing::run_cli;
-using flashdeberta::testing::run_cli_lines;
-using flashdeberta::testing::run_cli_stdin;
-using flashdeberta::testing::ScratchDir;
-using flashdeberta::testing::shell_quote;
+namespace flashdeberta::testing {
+
 using nlohmann::json;
 
 namespace {
 
-constexpr double kScoreTolerance = 1e-4;
-
-std::filesystem::path fixture_dir(std::string const& name) {
-  return std::filesystem::path(FLASHDEBERTA_FIXTURE_DIR) / "pipelines" / name;
-}
-
-std::string tokenizer_dir() {
-  return (std::filesystem::path(FLASHDEBERTA_FIXTURE_DIR) / "tokenizers" / "spm").string();
-}
+std::filesystem::path fixture_dir(std::string const& name) { return fixture("pipelines/" + name); }
 
 bool have_fixture(std::string const& name) {
   if (std::filesystem::exists(fixture_dir(name) / "expected.json")) return true;
@@ -41,17 +27,14 @@ bool have_fixture(std::string const& name) {
   return false;
 }
 
-json expected(std::string const& name) {
-  std::ifstream in(fixture_dir(name) / "expected.json");
-  return json::parse(in);
-}
+json expected(std::string const& name) { return task_expected(fixture_dir(name)); }
 
 void check_score(json const& got, json const& want) {
-  CHECK(std::abs(got.get<double>() - want.get<double>()) <= kScoreTolerance);
+  CHECK(std::abs(got.get<double>() - want.get<double>()) <= kTaskScoreTolerance);
 }
 
 std::vector<std::string> base_args(std::string const& command, std::string const& name) {
-  return {command, "--model", fixture_dir(name).string(), "--tokenizer", tokenizer_dir(), "--threads", "2"};
+  return task_args(command, fixture_dir(name));
 }
 
 // The texts of a fixture's inputs.
@@ -153,7 +136,7 @@ TEST_CASE("classify matches HF's text-classification pipeline (top_k None), soft
     CHECK(err[0].starts_with("flashdeberta: loaded "));
     CHECK(err[1].starts_with("flashdeberta: " + std::to_string(texts.size()) + " texts in "));
     check_one_line_error(run_cli({"classify", "--model", fixture_dir("classify").string(), "--tokenizer",
-                                  tokenizer_dir(), "--timing=1", "x"}),
+                                  task_tokenizer_dir(), "--timing=1", "x"}),
                          2, "option --timing takes no value");
   }
   SUBCASE("problem_type multi_label_classification: a sigmoid per label") {
@@ -162,7 +145,8 @@ TEST_CASE("classify matches HF's text-classification pipeline (top_k None), soft
     json config = json::parse(std::ifstream(fixture_dir("classify") / "config.json"));
     config["problem_type"] = "multi_label_classification";
     dir.write("config.json", config.dump(2));
-    std::vector<std::string> args = {"classify", "--model", dir.path().string(), "--tokenizer", tokenizer_dir(), "--"};
+    std::vector<std::string> args = {"classify",           "--model", dir.path().string(), "--tokenizer",
+                                     task_tokenizer_dir(), "--"};
     args.insert(args.end(), texts.begin(), texts.end());
     CliResult const r = run_cli(args);
     CAPTURE(r.err);
@@ -319,3 +303,5 @@ TEST_CASE("pipeline commands: usage errors exit 2 with one line") {
   CHECK(help.status == 0);
   CHECK(help.out.starts_with("usage: flashdeberta qa"));
 }
+
+}  // namespace flashdeberta::testing

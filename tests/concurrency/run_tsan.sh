@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ThreadSanitizer run of tests/concurrency: configures a minimal build in BUILD_DIR (FLASHDEBERTA_TSAN, host
-# backends only, no CUDA, benchmarks, examples or fuzzers), builds only test_concurrency and runs it; the
-# first race TSan reports stops the run with a non-zero exit.
+# backends only, no CUDA, benchmarks, examples or fuzzers), builds only the target test_concurrency and runs
+# each of its executables (one per host backend, one for the tokenizers); the first race TSan reports stops
+# the run with a non-zero exit.
 #
 #   tests/concurrency/run_tsan.sh ROOT BUILD_DIR
 #
@@ -24,5 +25,14 @@ cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   -DFLASHDEBERTA_WITH_OPENMP=OFF -DFLASHDEBERTA_WITH_CUDA=OFF -DFLASHDEBERTA_WITH_ONEDNN=OFF -DFLASHDEBERTA_BUILD_BENCH=OFF \
   -DFLASHDEBERTA_BUILD_APPS=OFF -DFLASHDEBERTA_BUILD_EXAMPLES=OFF -DFLASHDEBERTA_BUILD_FUZZ=OFF -DFLASHDEBERTA_NATIVE=ON >/dev/null
 cmake --build "$build" -j"$jobs" --target test_concurrency
-# halt_on_error: the first report fails the run (exit 66) instead of a warning lost in the log.
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}" "$build/tests/concurrency/test_concurrency"
+# halt_on_error: the first report fails the run (exit 66) instead of a warning lost in the log. A backend this
+# build lacks has no executable.
+ran=0
+for test in test_concurrency_eigen test_concurrency_kokkos test_concurrency_tokenizer; do
+  exe=$build/tests/concurrency/$test
+  [ -x "$exe" ] || continue
+  echo "== $test"
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}" "$exe"
+  ran=$((ran + 1))
+done
+[ "$ran" -gt 0 ] || { echo "run_tsan.sh: no concurrency test was built" >&2; exit 1; }

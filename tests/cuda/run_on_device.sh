@@ -131,7 +131,7 @@ import pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-rs', 'tes
         n=$((n + 1))
         # Up to 1000 reports printed (the summary counts them by kernel; ERROR SUMMARY counts all), without
         # host backtraces. initcheck runs with FLASHDEBERTA_INITCHECK_GEMM=1: cuBLASLt kept off the kernels
-        # whose stores it does not see (initcheck_gemm_probe.cu), so that every report is about our code.
+        # whose stores it does not see (initcheck_gemm_probe.cpp), so that every report is about our code.
         initcheck_gemm=0
         [ "$tool" = initcheck ] && initcheck_gemm=1
         FLASHDEBERTA_INITCHECK_GEMM=$initcheck_gemm timeout "${FLASHDEBERTA_SANITIZE_SECONDS:-500}" "$sanitizer" \

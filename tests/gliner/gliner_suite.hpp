@@ -14,11 +14,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "../scratch_dir.hpp"
 #include "flashdeberta/flashdeberta.hpp"
 #include "flashdeberta/gliner/gliner.hpp"
 #include "flashdeberta/io/json.hpp"
@@ -196,26 +196,6 @@ inline void run_gliner_refusals() {
   }
 }
 
-// A temporary copy of the span_marker fixture's `files` (links resolved), for a test to add its own broken
-// file; removed at scope exit.
-struct SpanMarkerCopy {
-  std::filesystem::path src = gliner_fixture_dir() / "span_marker";
-  std::filesystem::path dir;
-  SpanMarkerCopy(std::string const& tag, std::initializer_list<char const*> files)
-      : dir(std::filesystem::temp_directory_path() /
-            ("flashdeberta_gliner_" + tag + "_" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    for (char const* f : files) std::filesystem::copy_file(std::filesystem::canonical(src / f), dir / f);
-  }
-  SpanMarkerCopy(SpanMarkerCopy const&) = delete;
-  SpanMarkerCopy& operator=(SpanMarkerCopy const&) = delete;
-  ~SpanMarkerCopy() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
-};
-
 // The message GLiNER<P>::load fails with on `dir`, or "" when it loads.
 template <ExecutionPolicy P>
 std::string gliner_load_error(P const& policy, std::filesystem::path const& dir) {
@@ -230,9 +210,11 @@ std::string gliner_load_error(P const& policy, std::filesystem::path const& dir)
 // A checkpoint without prompt_rep_layer.0.weight is refused, naming it (GLiNER's strict=False would not).
 template <ExecutionPolicy P>
 void run_gliner_missing_tensor(P const& policy) {
-  SpanMarkerCopy const copy("missing", {"gliner_config.json", "tokenizer.json", "tokenizer_config.json"});
+  std::filesystem::path const source = gliner_fixture_dir() / "span_marker";
+  ScratchDir const copy("gliner_missing");
+  copy.copy_from(source, {"gliner_config.json", "tokenizer.json", "tokenizer_config.json"});
   {
-    Checkpoint const ckpt = Checkpoint::open(copy.src);
+    Checkpoint const ckpt = Checkpoint::open(source);
     std::vector<std::vector<float>> data;
     std::vector<TensorToWrite> tensors;
     for (std::string const& name : ckpt.names()) {
@@ -245,9 +227,9 @@ void run_gliner_missing_tensor(P const& policy) {
       tensors.push_back({name, DType::kF32, ckpt.info(name).shape, std::as_bytes(std::span<float const>(data[k]))});
       ++k;
     }
-    write_safetensors(copy.dir / "model.safetensors", tensors);
+    write_safetensors(copy / "model.safetensors", tensors);
   }
-  std::string const message = gliner_load_error(policy, copy.dir);
+  std::string const message = gliner_load_error(policy, copy.path());
   INFO("message: " << message);
   CHECK(message.find("prompt_rep_layer.0.weight") != std::string::npos);
   CHECK(message.find("missing") != std::string::npos);
@@ -256,11 +238,13 @@ void run_gliner_missing_tensor(P const& policy) {
 // class_token_index -1 means "the id of ent_token"; any other value must be that id: -5 was taken as -1.
 template <ExecutionPolicy P>
 void run_gliner_class_token_index(P const& policy) {
-  SpanMarkerCopy const copy("class_token", {"model.safetensors", "tokenizer.json", "tokenizer_config.json"});
-  io::Json config = read_json_file(copy.src / "gliner_config.json");
+  std::filesystem::path const source = gliner_fixture_dir() / "span_marker";
+  ScratchDir const copy("gliner_class_token");
+  copy.copy_from(source, {"model.safetensors", "tokenizer.json", "tokenizer_config.json"});
+  io::Json config = read_json_file(source / "gliner_config.json");
   config["class_token_index"] = -5;
-  std::ofstream(copy.dir / "gliner_config.json") << config.dump();
-  std::string const message = gliner_load_error(policy, copy.dir);
+  copy.write("gliner_config.json", config.dump());
+  std::string const message = gliner_load_error(policy, copy.path());
   INFO("message: " << message);
   CHECK(message.find("key 'class_token_index' is -5 but the tokenizer's '<<ENT>>' is token ") != std::string::npos);
 }

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../scratch_dir.hpp"
 #include "flashdeberta/flashdeberta.hpp"
 #include "flashdeberta/heads/heads.hpp"
 #include "flashdeberta/io/safetensors.hpp"
@@ -182,28 +182,6 @@ void run_head_golden_suite(P const& policy) {
   }
 }
 
-// A scratch copy of a fixture directory, removed afterwards.
-class FixtureCopy {
- public:
-  FixtureCopy(std::filesystem::path const& source, std::string const& tag) {
-    path_ = std::filesystem::temp_directory_path() / ("flashdeberta_heads_" + tag + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-    for (auto const& entry : std::filesystem::directory_iterator(source))
-      std::filesystem::copy(entry.path(), path_ / entry.path().filename());
-  }
-  ~FixtureCopy() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  FixtureCopy(FixtureCopy const&) = delete;
-  FixtureCopy& operator=(FixtureCopy const&) = delete;
-  std::filesystem::path const& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
 template <ExecutionPolicy P>
 void run_head_error_suite(P const& policy) {
   std::filesystem::path const heads = heads_fixture_dir();
@@ -225,7 +203,8 @@ void run_head_error_suite(P const& policy) {
 
   SUBCASE("a classifier whose shape disagrees with num_labels") {
     // seqcls_v3's weights (3 labels) under tokcls_v3's config.json (5 labels in id2label).
-    FixtureCopy const copy(heads / "seqcls_v3", "shape");
+    ScratchDir const copy("heads_shape");
+    copy.copy_from(heads / "seqcls_v3");
     std::filesystem::copy_file(heads / "tokcls_v3" / "config.json", copy.path() / "config.json",
                                std::filesystem::copy_options::overwrite_existing);
     CHECK_THROWS_WITH_AS(DebertaV3ForSequenceClassification<P>::load(policy, copy.path()),

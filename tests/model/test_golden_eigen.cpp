@@ -102,7 +102,7 @@ TEST_CASE("misaligned float32 tensors: lent at float alignment, copied below it"
 // The encoder's linear layers in bf16 and int8 through oneDNN (docs/host-dtypes.md), everything else float32,
 // against HF's float64 last_hidden_state. Bounds are about twice the worst relative error measured on an
 // AVX512-BF16 EPYC: bf16 3.49e-3 (v1_c2p_p2c), int8 1.32e-2 (v2_conv). HF's own bf16 eager is 7.0e-3..8.3e-3
-// on the v2/v3 fixtures (tests/cuda/test_golden_cuda.cu), so the bf16 bound is also "no worse than HF's bf16".
+// on the v2/v3 fixtures (tests/cuda/test_golden_cuda.cpp), so the bf16 bound is also "no worse than HF's bf16".
 // The floor catches a silent fall back to float32.
 TEST_CASE("HF fixtures through EigenPolicy with bf16 and int8 linear layers") {
   auto const bound = [](fd::DType dtype) { return dtype == fd::DType::kBF16 ? 7.0e-3 : 2.5e-2; };

@@ -1,5 +1,5 @@
-// The reference side of every backend's op test: each case through EigenPolicy, in a host translation unit
-// so that no Eigen header reaches nvcc.
+// The reference side of every backend's op test: each case through EigenPolicy, in a translation unit of
+// its own that each backend's op test links.
 #include "flashdeberta/eigen/eigen_policy.hpp"
 #include "op_cases.hpp"
 

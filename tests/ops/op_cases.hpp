@@ -1,7 +1,7 @@
 // The op tests' cases, written once and generic over the policy: each case holds its random inputs and
 // runs them through any ExecutionPolicy. op_suite.hpp lists the cases of each op; every backend's test
-// runs them on its policy and compares with reference_run(), EigenPolicy in eigen_reference.cpp (a host
-// translation unit of its own, so that no Eigen header reaches nvcc in the CUDA test).
+// runs them on its policy and compares with reference_run(), EigenPolicy in eigen_reference.cpp (a
+// translation unit of its own, so that a backend's test never includes Eigen's headers itself).
 // Outputs are poisoned with NaN before each call, so an element a kernel forgets to write fails.
 #pragma once
 

@@ -1,5 +1,5 @@
 // The op tests' bodies, one per op, shared by every backend's test executable (test_ops_kokkos_vs_eigen.cpp,
-// tests/cuda/test_ops_cuda.cu). Each *_cases function builds that op's cases from `seed` and hands each one
+// tests/cuda/test_ops_cuda.cpp). Each *_cases function builds that op's cases from `seed` and hands each one
 // to `check(case)`; the backend's check runs it on its policy and compares with reference_run(case) through
 // check_close, at the tolerance measured for that backend and op.
 #pragma once

@@ -12,40 +12,14 @@
 #include <string_view>
 #include <vector>
 
-#include <stdlib.h>
-
 #include <doctest/doctest.h>
 
+#include "../scratch_dir.hpp"
 #include "flashdeberta/core/error.hpp"
 
 namespace flashdeberta::test {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "flashdeberta_io_XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  TempDir(TempDir const&) = delete;
-  TempDir& operator=(TempDir const&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::filesystem::path const& path() const { return path_; }
-  std::filesystem::path operator/(std::string_view name) const { return path_ / name; }
-
-  // Entries currently in the directory (used to prove a failed write left nothing behind).
-  std::size_t count() const {
-    std::size_t n = 0;
-    for ([[maybe_unused]] auto const& e : std::filesystem::directory_iterator(path_)) ++n;
-    return n;
-  }
-
- private:
-  std::filesystem::path path_;
-};
+using TempDir = testing::ScratchDir;
 
 inline void write_file(std::filesystem::path const& path, std::string_view bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

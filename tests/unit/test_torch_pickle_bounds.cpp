@@ -19,6 +19,7 @@
 
 #include <doctest/doctest.h>
 
+#include "../sanitized_build.hpp"
 #include "flashdeberta/io/torch_checkpoint.hpp"
 #include "io_test_util.hpp"
 #include "torch_bin_writer.hpp"
@@ -32,17 +33,7 @@ using namespace std::string_literals;
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = flashdeberta::testing::kAddressSanitized;
 
 constexpr std::uint64_t kBound = TorchUnpickler::kBudgetPerByte;
 constexpr std::uint64_t kSlack = TorchUnpickler::kBudgetSlack;

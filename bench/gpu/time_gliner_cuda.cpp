@@ -14,13 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "../random_checkpoint.hpp"
 #include "flashdeberta/cuda/cuda_policy.hpp"
 #include "flashdeberta/flashdeberta.hpp"
 #include "flashdeberta/gliner/gliner.hpp"
 #include "flashdeberta/io/json.hpp"
-#include "flashdeberta/io/safetensors_writer.hpp"
 #include "flashdeberta/policy/profiling_policy.hpp"
-#include "random_checkpoint.hpp"
 
 namespace fd = flashdeberta;
 
@@ -53,12 +52,12 @@ std::filesystem::path write_gliner_medium(std::filesystem::path const& root) {
   config["num_rnn_layers"] = 1;
   config["span_mode"] = "markerV0";
   std::int64_t const d = 512;
-  std::vector<fd::bench::detail::NamedTensor> tensors = fd::bench::detail::random_backbone(spec);
+  std::vector<fd::bench::NamedTensor> tensors = fd::bench::random_backbone(spec);
   for (auto& t : tensors) t.name = "token_rep_layer.bert_layer.model." + t.name;
   auto add = [&](std::string const& name, std::vector<std::int64_t> shape) {
     std::int64_t count = 1;
     for (std::int64_t x : shape) count *= x;
-    tensors.push_back({name, shape, fd::bench::detail::random_normal(spec.seed, name, count, 0.0f, 0.02f)});
+    tensors.push_back({name, shape, fd::bench::random_normal(spec.seed, name, count, 0.0f, 0.02f)});
   };
   auto linear = [&](std::string const& name, std::int64_t out, std::int64_t in_features) {
     add(name + ".weight", {out, in_features});
@@ -80,10 +79,7 @@ std::filesystem::path write_gliner_medium(std::filesystem::path const& root) {
   mlp(span + "project_end", d, d);
   mlp(span + "out_project", 2 * d, d);
   mlp("prompt_rep_layer", d, d);
-  std::vector<fd::TensorToWrite> views;
-  for (auto const& t : tensors)
-    views.push_back({t.name, fd::DType::kF32, t.shape, std::as_bytes(std::span<float const>(t.values))});
-  fd::write_safetensors(dir / "model.safetensors", views, {{"format", "pt"}});
+  fd::bench::write_named_tensors(dir / "model.safetensors", tensors);
   std::ofstream(dir / "gliner_config.json") << config.dump(2) << "\n";
   return dir;
 }

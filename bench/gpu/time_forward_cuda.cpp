@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "../random_checkpoint.hpp"
 #include "flashdeberta/cuda/cuda_policy.hpp"
 #include "flashdeberta/cuda/event_timer.hpp"
 #include "flashdeberta/flashdeberta.hpp"
-#include "random_checkpoint.hpp"
 
 namespace fd = flashdeberta;
 
