@@ -23,7 +23,13 @@ namespace {
 // NUL byte, no duplicate key), anything else refused as text `index`.
 runtime::TextInput parse_json_line(std::string const& line, std::size_t index) {
   std::string const source = "text " + std::to_string(index);
-  io::Json const doc = io::parse_json(line, source, "the line");
+  io::Json doc;
+  try {
+    doc = io::parse_json(line, source, "the line");
+  } catch (Error const& e) {
+    throw runtime::InputError(runtime::InputError::Kind::kInvalid,
+                              std::string(e.what()) + " (--jsonl reads {\"text\": ..., \"text_pair\": ...} per line)");
+  }
   if (!doc.is_object()) {
     fail_text(index, "the line is a JSON " + std::string(doc.type_name()) +
                          ", not an object {\"text\": ..., \"text_pair\": ...} (--jsonl)");

@@ -19,10 +19,6 @@ std::string InputNames::operator()(std::size_t index) const {
   return word_;
 }
 
-InputNames InputNames::from(std::size_t offset) const {
-  return style_ == Style::kSingle ? *this : InputNames(word_, first_ + offset, style_);
-}
-
 InputLimit InputLimit::of(std::int64_t max_tokens, TokenLimitNames const& names) {
   TokenBound const bound{max_tokens, names.max_tokens, "raise " + names.max_tokens};
   return {bound, bound};

@@ -310,7 +310,7 @@ TEST_CASE("classify --pair and --jsonl: usage and input errors") {
   args = cl;
   args.push_back("--jsonl");
   check_one_line_error(run_cli_stdin(args, "{\"text\": \"t\"}\nplain text\n"), 1,
-                       "text 2: not a JSON line (--jsonl reads");
+                       "text 2: the line is not valid JSON (");
   check_one_line_error(run_cli_stdin(args, "[\"t\"]\n"), 1, "text 1: the line is a JSON array, not an object");
   check_one_line_error(run_cli_stdin(args, "{\"text\": \"t\", \"pair\": \"p\"}\n"), 1, "text 1: unknown key 'pair'");
   check_one_line_error(run_cli_stdin(args, "{\"text\": 3}\n"), 1, "text 1: \"text\" is a JSON number, not a string");

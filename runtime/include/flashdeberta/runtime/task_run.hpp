@@ -48,9 +48,6 @@ class InputNames {
   static InputNames single(std::string field) { return InputNames(std::move(field), 0, Style::kSingle); }
 
   std::string operator()(std::size_t index) const;
-  // The same names from input `offset` on: a task that runs its inputs in parts names each part's inputs
-  // as the whole call numbers them.
-  InputNames from(std::size_t offset) const;
 
  private:
   enum class Style { kNumbered, kIndexed, kSingle };

@@ -76,7 +76,7 @@ struct CudaContext {
     try {
       // FLASHDEBERTA_INITCHECK_GEMM=1, for compute-sanitizer's initcheck only: 16-bit GEMM outputs are
       // declared 2-byte aligned, which keeps cuBLASLt off the kernels whose (TMA) stores initcheck does not
-      // see (tests/cuda/initcheck_gemm_probe.cu: it reports every read of their output); slower kernels, the
+      // see (tests/cuda/initcheck_gemm_probe.cpp: it reports every read of their output); slower kernels, the
       // same products.
       char const* initcheck = std::getenv("FLASHDEBERTA_INITCHECK_GEMM");
       bool const trackable_stores = initcheck != nullptr && std::string_view(initcheck) == "1";
