@@ -142,8 +142,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
           mma::cp_async_wait<0>();
           __syncthreads();
         }
+        int const width = (min(W, win.slots - c0) + Tr::kWindowStep - 1) / Tr::kWindowStep * Tr::kWindowStep;
         std::uint32_t kf[4][4];  // this warp's 16 keys of the tile as A fragments (p2c)
-        window_chunk_terms(cta, win, c0, qf, frag, kv_bytes, score_scale, kf);
+        window_chunk_terms(cta, width, qf, frag, kv_bytes, score_scale, kf);
         __syncthreads();  // terms visible to every warp; the window buffers are free
         if (c0 + W >= win.slots) request_next();
         gather_window_terms(cta, win, c0, qpos, kpos, slot_table, sc);

@@ -93,7 +93,8 @@ __device__ __forceinline__ void diff_window_terms(MmaCta<Tr, kDiffWindows> const
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) mma::ldmatrix_x4(kf[kk], frag.key_a[kk] + kv_bytes);
   }
-  if (cta.c2p && cta.p2c && cta.by_diff_tables) {  // the by-diff Qr table is pre-scaled (dispatch.cuh)
+  bool const c2p = cta.c2p, p2c = cta.p2c, by_diff_tables = cta.by_diff_tables;
+  if (c2p && p2c && by_diff_tables) {  // the by-diff Qr table is pre-scaled (dispatch.cuh)
     window_pair_terms<Tr, kSteps, T>(cta.c2p_s + 16 * warp * kLd, qf, frag.c2p_window, c2p_begin,
                                      cta.p2c_s + 16 * warp * kLd, kf, frag.p2c_window, p2c_begin);
   } else {
@@ -148,14 +149,14 @@ __device__ __forceinline__ void gather_diff_terms(MmaCta<Tr, kDiffWindows> const
   }
 }
 
-// A general window's chunk [c0, c0 + W) of terms into the term tiles (its Kr / Qr rows have landed).
+// A general window's chunk of terms into the term tiles (its Kr / Qr rows have landed): `width` window
+// columns, the chunk's slots rounded up to the n16 step.
 template <class Tr, bool kDiffWindows>
-__device__ __forceinline__ void window_chunk_terms(MmaCta<Tr, kDiffWindows> const& cta, SlotWindow const& win, int c0,
+__device__ __forceinline__ void window_chunk_terms(MmaCta<Tr, kDiffWindows> const& cta, int width,
                                                    std::uint32_t const (&qf)[4][4], FragmentAddresses const& frag,
                                                    int kv_bytes, float score_scale, std::uint32_t (&kf)[4][4]) {
-  constexpr int W = Tr::kWindow, kLd = Tr::kTermLd;
+  constexpr int kLd = Tr::kTermLd;
   int const warp = cta.warp;
-  int const width = (min(W, win.slots - c0) + Tr::kWindowStep - 1) / Tr::kWindowStep * Tr::kWindowStep;
   if (cta.c2p)
     window_terms<Tr, false, 0>(cta.c2p_s + 16 * warp * kLd, qf, cta.key_window, 0, width, 1.0f, frag.row_offset);
   if (cta.p2c) {
