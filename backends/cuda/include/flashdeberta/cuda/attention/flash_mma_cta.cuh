@@ -132,7 +132,7 @@ struct MmaCta : MmaCtaTerms<Tr, kDiffWindows> {
 // diff >= s. Slots are monotone in the difference, so a tile is an edge tile when its smallest difference
 // reaches hi_from (or its largest stays at or below lo_to).
 struct EdgeSlots {
-  bool edges;  // the CTA can meet an edge tile; without, lo and hi are 0 and nothing below is read
+  bool reachable;  // the CTA can meet an edge tile; if not, lo and hi are 0 and nothing below is read
   int lo, hi;
   int hi_from, lo_to;
 };
@@ -152,7 +152,7 @@ __device__ __forceinline__ EdgeSlots find_edge_slots(MmaCta<Tr, kDiffWindows> co
   // The edge slot's plateau can start below s (log buckets clamp to the last row early): lane l probes
   // s - 1 - l and -s + 1 + l, and the run of hits from lane 0 moves the bounds in; a longer plateau keeps
   // 32 diffs of it on the window path.
-  int edge_lo_to = -s, edge_hi_from = s;
+  int edge_lo_to = -s, edge_hi_from = s;  // in this order, for the PTX of the pre-split kernel
   if (edges && cta.contiguous) {
     unsigned const hi = __ballot_sync(0xffffffffu, cta.slot_of_diff(s - 1 - cta.lane) == edge_hi);
     unsigned const lo = __ballot_sync(0xffffffffu, cta.slot_of_diff(-s + 1 + cta.lane) == edge_lo);

@@ -17,6 +17,15 @@
 //   compute_pv       O = O * correction + P . V, P taken from the score registers as A fragments
 //                    (flash_mma_pv.cuh)
 // and at the end write_o: out = O / sum.
+//
+// The kernel owns the register state that crosses stages (qf, qpos, the edge terms, o / row_max / row_sum,
+// the scores, the key fragments kf, the tile maxima) as its own arrays, declared here in this order and
+// handed to the stages by reference; compute_qk is bound to the tile's operands by a lambda. That is not
+// style: NVVM promotes a kernel's arrays to registers late, after unrolling, in the order it finds them,
+// and that order numbers the PTX registers that ptxas allocates from. Arrays moved into a struct or into
+// a stage (whose locals the inliner hoists ahead of the kernel's), or compute_qk called directly from its
+// three paths, compile to other register assignments; declared as they are, the kernels compile to the
+// same SASS as the single-function kernel they were split from (nvcc 13.0, sm_80 and sm_90).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -84,7 +93,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
     prepare(cta, win, 0);
   }
 
-  float o[8][4] = {};  // the softmax state (flash_mma_softmax.cuh)
+  float o[8][4] = {};  // the softmax state (flash_mma_softmax.cuh says what each holds)
   float row_max[2] = {-INFINITY, -INFINITY};
   float row_sum[4] = {};
   std::uint32_t const ones = mma::pack2<T>(1.0f, 1.0f);
@@ -109,9 +118,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
       }
     };
 
-    int const kv_bytes = buffer * Tr::kTileBytes;  // this tile's K / V buffer, from buffer 0
-    float sc[8][4];                                // written by compute_qk's first k-step
-    auto const compute_qk = [&]<bool kEdgeP2c>() {
+    int const kv_bytes = buffer * Tr::kTileBytes;   // this tile's K / V buffer, from buffer 0
+    float sc[8][4];                                 // written by compute_qk's first k-step
+    auto const compute_qk = [&]<bool kEdgeP2c>() {  // bound to this tile (see the top of the file)
       flash_mma::compute_qk<T, kEdgeP2c>(sc, qf, qr_edge, win.edge, frag.k, kv_bytes);
     };
     if (!cta.relative || win.edge != WindowEdge::kNone) {
@@ -142,6 +151,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
           mma::cp_async_wait<0>();
           __syncthreads();
         }
+        // the chunk's window columns, rounded up to the n16 step (computed here: inside window_chunk_terms NVVM
+        // shares it with load_window's count and schedules the chunk loop differently)
         int const width = (min(W, win.slots - c0) + Tr::kWindowStep - 1) / Tr::kWindowStep * Tr::kWindowStep;
         std::uint32_t kf[4][4];  // this warp's 16 keys of the tile as A fragments (p2c)
         window_chunk_terms(cta, width, qf, frag, kv_bytes, score_scale, kf);

@@ -24,7 +24,7 @@ __device__ __forceinline__ void load_q(MmaCta<Tr, kDiffWindows> const& cta) {
 
 // load_kv: keys, values and (with holes in the positions) key positions of the tile at j0 into `buffer`
 // (cp.async; the caller commits). Padding rows and columns repeat the last valid position, so they stay
-// inside every slot window.
+// inside every slot window. full_head: d == 64, so that full tiles load without column checks.
 template <class Tr, bool kDiffWindows>
 __device__ inline void load_kv(MmaCta<Tr, kDiffWindows> const& cta, bool full_head, int j0, int buffer) {
   constexpr int BN = Tr::kBlockN, kThreads = Tr::kThreads, kTile = BN * Tr::kHeadDim;
@@ -70,7 +70,7 @@ __device__ __forceinline__ void scale_q_fragments(std::uint32_t (&qf)[4][4], flo
 // counters at 32 x 512).
 struct FragmentAddresses {
   int row_offset[4];            // mma::b_rows_offset, computed once (window_terms takes it)
-  int col_offset[4];            // mma::b_cols_offset
+  int col_offset[4];            // mma::b_cols_offset (a member, not a local: flash_mma_kernel.cuh says why)
   std::uint32_t k[4];           // B of Q.K^T, key rows 16np..
   std::uint32_t v[4];           // B of P.V, value columns 16np..
   std::uint32_t key_a[4];       // this warp's 16 keys as A (p2c windows), head columns 16kk..

@@ -26,9 +26,8 @@ namespace flashdeberta::cuda_kernels::flash_mma {
 // A fragments whose 16 rows are all that row, so that Qr[edge] . k_j lands in the score registers of every
 // row of column j.
 //   c2p_edge [row r][lo, hi], scaled like the scores (q is); qr_edge [lo, hi][kk][head columns 16kk + 2t,
-//   16kk + 8 + 2t]. Both zero on entry (the kernel declares them so; edge tiles are the only readers). They
-//   are the kernel's arrays, not this function's or a struct's: the register allocation of the mainloop
-//   follows the order in which the compiler promotes them (see flash_mma_kernel.cuh).
+//   16kk + 8 + 2t]. Both zero on entry (the kernel declares them so; only edge tiles read them), and c2p_edge
+//   is the mma's accumulator itself rather than a local of this function (flash_mma_kernel.cuh says why).
 template <class Tr, bool kDiffWindows>
 __device__ __forceinline__ void edge_slot_terms(MmaCta<Tr, kDiffWindows> const& cta, EdgeSlots const& edge,
                                                 std::uint32_t const (&qf)[4][4], float score_scale,
@@ -36,7 +35,7 @@ __device__ __forceinline__ void edge_slot_terms(MmaCta<Tr, kDiffWindows> const& 
   using T = typename Tr::Element;
   auto const& p = cta.p;
   int const g = cta.g, t = cta.t, d = cta.d;
-  if (cta.c2p && edge.edges) {
+  if (cta.c2p && edge.reachable) {
     // accumulated in place: c2p_edge as the mma's C fragment (rows g, g + 8 x slots lo, hi in lane t = 0)
     float(&acc)[4] = reinterpret_cast<float(&)[4]>(c2p_edge);
     T const* edge_row = cta.pos_key + static_cast<std::int64_t>(g == 0 ? edge.lo : edge.hi) * p.pos_key_ld;
@@ -52,7 +51,7 @@ __device__ __forceinline__ void edge_slot_terms(MmaCta<Tr, kDiffWindows> const& 
 #pragma unroll
       for (int e = 0; e < 2; ++e) c2p_edge[r][e] = __shfl_sync(0xffffffffu, acc[2 * r + e], quad);
   }
-  if (cta.p2c && edge.edges) {
+  if (cta.p2c && edge.reachable) {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       T const* row = cta.pos_query + static_cast<std::int64_t>(e == 0 ? edge.lo : edge.hi) * p.pos_query_ld;
@@ -93,6 +92,7 @@ __device__ __forceinline__ void diff_window_terms(MmaCta<Tr, kDiffWindows> const
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) mma::ldmatrix_x4(kf[kk], frag.key_a[kk] + kv_bytes);
   }
+  // tested from locals, as the single-function kernel did: cta's fields tested in place compile differently
   bool const c2p = cta.c2p, p2c = cta.p2c, by_diff_tables = cta.by_diff_tables;
   if (c2p && p2c && by_diff_tables) {  // the by-diff Qr table is pre-scaled (dispatch.cuh)
     window_pair_terms<Tr, kSteps, T>(cta.c2p_s + 16 * warp * kLd, qf, frag.c2p_window, c2p_begin,

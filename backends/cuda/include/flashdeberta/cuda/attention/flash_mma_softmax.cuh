@@ -11,8 +11,7 @@
 namespace flashdeberta::cuda_kernels::flash_mma {
 
 // The state a warp carries across key tiles is the kernel's, three arrays per thread (rows g and g + 8 of
-// its warp, r = 0, 1), passed by reference rather than kept in a struct: the register allocation of the
-// mainloop follows the order in which the compiler promotes them (see flash_mma_kernel.cuh).
+// its warp, r = 0, 1), passed by reference rather than kept in a struct (flash_mma_kernel.cuh says why).
 //   o[8][4]      output columns 8nt + 2t (+1), rows g (o[nt][0..1]) and g + 8 (o[nt][2..3])
 //   row_max[2]   the running maximum the probabilities are taken against, -inf at first
 //   row_sum[4]   row sums of the probabilities as they enter P.V (rounded to T), accumulated by one more
