@@ -65,6 +65,12 @@ if(FLASHDEBERTA_WITH_SENTENCEPIECE)
   pkg_check_modules(FLASHDEBERTA_SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 endif()
 
+# The flashdeberta program reads its command line through CLI11 (Debian: libcli11-dev, 2.1 or later for
+# options whose callback runs as they are read, which --help uses).
+if(FLASHDEBERTA_BUILD_APPS AND FLASHDEBERTA_WITH_EIGEN)
+  find_package(CLI11 2.1 REQUIRED CONFIG)
+endif()
+
 if(FLASHDEBERTA_BUILD_TESTS)
   find_package(doctest REQUIRED CONFIG)
 endif()
