@@ -1,4 +1,7 @@
-// Command-line options of the flashdeberta CLI: the option structs, their parsers and the help texts.
+// Command-line options of the flashdeberta CLI: what run, bench and tokenize are asked for, the parsers of
+// their command lines and serve's, and the options every model command shares. command_line.hpp is the parser (CLI11
+// under the program's rules); args.cpp declares run's, bench's, tokenize's and serve's options on it,
+// pipeline_options.cpp the pipeline commands'.
 //
 // Parsing only checks the command line itself (known options, values that parse, required options
 // present); whether a file exists or a backend computes a dtype is decided later, by the commands.
@@ -8,16 +11,21 @@
 #include <filesystem>
 #include <optional>
 #include <span>
-#include <stdexcept>
 #include <string>
-#include <string_view>
+#include <vector>
 
 #include "flashdeberta/core/dtype.hpp"
 #include "flashdeberta/heads/head_kind.hpp"
 #include "flashdeberta/policy/op_args.hpp"
 #include "flashdeberta/runtime/options.hpp"
+#include "flashdeberta/tokenizer/encoding.hpp"
 
 namespace flashdeberta::cli {
+
+class CommandLine;
+namespace server {
+struct ServeOptions;
+}
 
 // The runtime's option types under the CLI's names. A UsageError (a mistake in the command line, or a
 // request the build or checkpoint cannot serve) becomes exit status 2 in main(), as getopt-style tools do,
@@ -49,22 +57,38 @@ struct BenchOptions {
   bool json = false;
 };
 
-// Applies one of the options every model command shares (--model, --backend, --attention, --dtype,
-// --threads, --max-tokens) with run's parsing and messages; false when `name` is none of them. For commands that parse
-// their own option lists (the pipeline commands).
-bool apply_common_option(std::string_view command, CommonOptions& options, std::string_view name,
-                         std::string_view value);
-
-// Whole-string integer in [min, max]; anything else is a UsageError naming --option and the command.
-std::int64_t parse_integer_option(std::string_view command, std::string_view option, std::string_view text,
-                                  std::int64_t min, std::int64_t max);
+struct TokenizeOptions {
+  std::filesystem::path model;
+  std::optional<std::string> pair;  // nullopt also for an empty --pair, as tokenizer(text, "") in HF
+  std::optional<std::size_t> max_length;
+  std::optional<tokenizer::Truncation> truncation;
+  std::int64_t max_tokens = kDefaultMaxTokens;
+  std::vector<std::string> texts;  // empty: one text per line of stdin
+};
 
 // `args` excludes the program and command names. nullopt: --help was given and the help printed.
 std::optional<RunOptions> parse_run_options(std::span<char const* const> args);
 std::optional<BenchOptions> parse_bench_options(std::span<char const* const> args);
+std::optional<TokenizeOptions> parse_tokenize_options(std::span<char const* const> args);
+// serve's (server/model_service.hpp): parsed in every build, so that a build without the server still
+// answers --help and checks the command line before saying it has no server.
+std::optional<server::ServeOptions> parse_serve_options(std::span<char const* const> args);
 
-std::string main_help();
-std::string run_help();
-std::string bench_help();
+// What --model is for a command that loads a Hugging Face checkpoint.
+inline constexpr char const* kCheckpointHelp =
+    "Hugging Face checkpoint directory (config.json + model.safetensors or\n"
+    "pytorch_model.bin, or their sharded indexes); config.json picks the\n"
+    "variant: model_type deberta -> v1, deberta-v2 with conv_kernel_size > 0\n"
+    "-> v2, else v3";
+
+// The options every model command shares, under the heading "model options": --model (required, described
+// by `model_help`), --backend, --attention, --dtype, --threads and, unless `max_tokens_help` is empty (serve
+// bounds its inputs with options of its own), --max-tokens.
+void add_model_options(CommandLine& cli, CommonOptions& options, std::string const& model_help,
+                       std::string const& max_tokens_help);
+// --max-tokens alone, for a command that runs no model (tokenize).
+void add_max_tokens(CommandLine& cli, std::int64_t& max_tokens, std::string const& help);
+// --tokenizer: the tokenizer files when they are not in --model (the pipeline commands, serve).
+void add_tokenizer_option(CommandLine& cli, std::optional<std::filesystem::path>& tokenizer);
 
 }  // namespace flashdeberta::cli

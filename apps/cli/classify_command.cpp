@@ -54,31 +54,9 @@ runtime::TextInput parse_json_line(std::string const& line, std::size_t index) {
 
 }  // namespace
 
-std::string classify_help() {
-  return "usage: flashdeberta classify --model DIR [--top-k K] [--pair TEXT | --jsonl] [options] [TEXT...]\n"
-         "\n"
-         "Classifies each TEXT (or, without TEXT, each line of stdin) with a sequence-classification\n"
-         "checkpoint (architectures Deberta*ForSequenceClassification), as HF's text-classification pipeline\n"
-         "with top_k=None. Prints {\"text\": ..., \"labels\": [{\"label\", \"score\"}, ...]}: every label of\n"
-         "config.json's id2label (LABEL_<i> without one), highest score first. Scores are the softmax over the\n"
-         "labels, or a sigmoid per label when problem_type is multi_label_classification or there is one label.\n"
-         "Text pairs ([CLS] text [SEP] text_pair [SEP], HF's {\"text\", \"text_pair\"} input) are classified\n"
-         "the same way, and their lines carry \"text_pair\" too.\n"
-         "\n"
-         "  --top-k K            the K best labels only (HF's top_k; default: every label)\n"
-         "  --pair TEXT          TEXT is the second sequence of every text (an NLI hypothesis, a query...)\n"
-         "  --jsonl              stdin lines are JSON objects {\"text\": \"...\", \"text_pair\": \"...\"}\n"
-         "                       (text_pair optional): pairs, or texts alone, one per line. Without --jsonl\n"
-         "                       every stdin line is plain text, whatever it looks like; --jsonl takes no\n"
-         "                       TEXT arguments and no --pair\n" +
-         pipeline_common_help();
-}
-
 int classify_command(std::span<char const* const> args) {
-  ExtraOption const extras[] = {{"top-k"}, {"pair"}, {.name = "jsonl", .flag = true}};
-  auto const options = parse_pipeline_options("classify", args, extras, true);
-  if (!options) {
-    std::cout << classify_help();
+  auto const options = parse_pipeline_options("classify", args);
+  if (!options) {  // --help printed the help
     return 0;
   }
   if (options->jsonl && !options->texts.empty()) {

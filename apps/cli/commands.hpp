@@ -1,9 +1,9 @@
 // The CLI's commands. Each returns the process exit status on success and throws on failure; main()
-// turns UsageError into status 2 and every other exception into status 1.
+// turns UsageError into status 2 and every other exception into status 1. Those taking `args` (the
+// arguments after the command's name) parse them first, and print their help and return 0 for --help.
 #pragma once
 
 #include <span>
-#include <string>
 
 #include "args.hpp"
 
@@ -11,9 +11,8 @@ namespace flashdeberta::cli {
 
 int run_command(RunOptions const& options);
 int bench_command(BenchOptions const& options);
-// tokenize parses its own options (tokenize_command.cpp); it needs no backend.
+// tokenize_command.cpp; it needs no backend.
 int tokenize_command(std::span<char const* const> args);
-std::string tokenize_help();
 // The pipeline commands (fill_mask_command.cpp, classify_command.cpp, ner_command.cpp, qa_command.cpp,
 // zero_shot_command.cpp, rerank_command.cpp).
 int fill_mask_command(std::span<char const* const> args);
@@ -24,15 +23,7 @@ int zero_shot_command(std::span<char const* const> args);
 int rerank_command(std::span<char const* const> args);
 // GLiNER's zero-shot named entities (gliner_command.cpp), from a GLiNER model directory.
 int gliner_command(std::span<char const* const> args);
-std::string gliner_help();
-std::string fill_mask_help();
-std::string classify_help();
-std::string ner_help();
-std::string qa_help();
 // flashdeberta serve (serve_command.cpp and server/): the HTTP server.
 int serve_command(std::span<char const* const> args);
-std::string serve_help();
-std::string zero_shot_help();
-std::string rerank_help();
 
 }  // namespace flashdeberta::cli

@@ -1,6 +1,7 @@
 // flashdeberta: the command-line front end of the library (run, bench, tokenize, the pipelines
-// fill-mask, classify, ner, qa, zero-shot, rerank, gliner, and serve, the HTTP server). See args.cpp,
-// tokenize_command.cpp, serve_command.cpp and the *_command.cpp of the pipelines for the usage texts.
+// fill-mask, classify, ner, qa, zero-shot, rerank, gliner, and serve, the HTTP server). Each command reads
+// its options through command_line.hpp (args.cpp and pipeline_options.cpp declare them), which also
+// prints its help.
 //
 // Contract with scripts: exit 0 on success, 2 for usage errors, 1 for any other error, and every error
 // is exactly one line on stderr starting with "flashdeberta: error: ". The run command never leaves a
@@ -18,7 +19,74 @@
 
 namespace {
 
-using flashdeberta::cli::UsageError;
+namespace cli = flashdeberta::cli;
+using cli::UsageError;
+using Args = std::span<char const* const>;
+
+struct Command {
+  std::string_view name;
+  std::string_view summary;  // its line in the program's help
+  int (*run)(Args args);     // parses `args` (the arguments after the name), then runs
+};
+
+constexpr Command kCommands[] = {
+    {"run", "run the model (backbone or a head) on token ids from a JSON file",
+     [](Args args) {
+       auto const options = cli::parse_run_options(args);
+       return options ? cli::run_command(*options) : 0;
+     }},
+    {"bench", "time the forward pass on random token ids",
+     [](Args args) {
+       auto const options = cli::parse_bench_options(args);
+       return options ? cli::bench_command(*options) : 0;
+     }},
+    {"tokenize", "text -> input_ids, token_type_ids, attention_mask, offsets, tokens (JSON lines)",
+     cli::tokenize_command},
+    {"fill-mask", "the top tokens for each [MASK] of a text (masked-LM checkpoints)", cli::fill_mask_command},
+    {"classify", "labels with probabilities, of texts or text pairs (sequence-classification checkpoints)",
+     cli::classify_command},
+    {"ner", "entity spans with labels, scores and offsets (token-classification checkpoints)", cli::ner_command},
+    {"qa", "the answer span of a question in a context (question-answering checkpoints)", cli::qa_command},
+    {"zero-shot", "texts into labels given at run time (NLI sequence-classification checkpoints)",
+     cli::zero_shot_command},
+    {"rerank", "passages by relevance to a query (cross-encoders: one-label classification)", cli::rerank_command},
+    {"gliner", "named entities of labels given at run time (GLiNER model directories)", cli::gliner_command},
+    {"serve", "the checkpoint behind an HTTP endpoint with dynamic batching (TEI's routes)", cli::serve_command},
+};
+
+Command const* find_command(std::string_view name) {
+  for (Command const& c : kCommands) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+// "run, bench, ..., serve"
+std::string command_names() {
+  std::string out;
+  for (Command const& c : kCommands) out += (out.empty() ? "" : ", ") + std::string(c.name);
+  return out;
+}
+
+std::string main_help() {
+  std::string out =
+      "usage: flashdeberta <command> [options]\n"
+      "\n"
+      "Runs Hugging Face DeBERTa v1/v2/v3 checkpoints (flashdeberta " FLASHDEBERTA_VERSION_STRING
+      ").\n"
+      "\n"
+      "commands:\n";
+  for (Command const& c : kCommands) {
+    out += "  " + std::string(c.name) + std::string(11 - c.name.size(), ' ') + std::string(c.summary) + "\n";
+  }
+  return out +
+         "\n"
+         "options:\n"
+         "  -h, --help   show this help; 'flashdeberta <command> --help' shows a command's options\n"
+         "  --version    print the version\n"
+         "\n"
+         "exit status: 0 on success, 2 for usage errors, 1 for any other error (one line on stderr).\n";
+}
 
 // Messages from deep in the library may quote file contents; flattening keeps the one-line promise.
 int report(std::string_view message, int status) {
@@ -31,86 +99,42 @@ int report(std::string_view message, int status) {
   return status;
 }
 
-int dispatch(std::span<char const* const> args) {
-  using namespace flashdeberta::cli;
+int dispatch(Args args) {
   if (args.empty()) throw UsageError("no command given (see 'flashdeberta --help')");
-  std::string_view const command = args[0];
-  std::span<char const* const> const rest = args.subspan(1);
-  if (command == "-h" || command == "--help") {
+  std::string_view const name = args[0];
+  if (name == "-h" || name == "--help") {
     std::cout << main_help();
     return 0;
   }
-  if (command == "--version") {
+  if (name == "--version") {
     std::cout << "flashdeberta " FLASHDEBERTA_VERSION_STRING "\n";
     return 0;
   }
-  if (command == "help") {  // "flashdeberta help run", as git and cargo allow
-    std::string_view const topic = rest.empty() ? "" : rest[0];
-    if (topic == "run") {
-      std::cout << run_help();
-    } else if (topic == "bench") {
-      std::cout << bench_help();
-    } else if (topic == "tokenize") {
-      std::cout << tokenize_help();
-    } else if (topic == "fill-mask" || topic == "classify" || topic == "ner" || topic == "qa" || topic == "zero-shot" ||
-               topic == "rerank") {
-      std::cout << (topic == "fill-mask"   ? fill_mask_help()
-                    : topic == "classify"  ? classify_help()
-                    : topic == "ner"       ? ner_help()
-                    : topic == "qa"        ? qa_help()
-                    : topic == "zero-shot" ? zero_shot_help()
-                                           : rerank_help());
-    } else if (topic == "gliner") {
-      std::cout << gliner_help();
-    } else if (topic == "serve") {
-      std::cout << serve_help();
-    } else if (topic.empty()) {
+  if (name == "help") {  // "flashdeberta help run" is "flashdeberta run --help", as in git and cargo
+    if (args.size() < 2) {
       std::cout << main_help();
-    } else {
-      throw UsageError(
-          "no help for unknown command '" + std::string(topic) +
-          "' (commands: run, bench, tokenize, fill-mask, classify, ner, qa, zero-shot, rerank, gliner, serve)");
-    }
-    return 0;
-  }
-  if (command == "run") {
-    auto const options = parse_run_options(rest);
-    if (!options) {
-      std::cout << run_help();
       return 0;
     }
-    return run_command(*options);
-  }
-  if (command == "bench") {
-    auto const options = parse_bench_options(rest);
-    if (!options) {
-      std::cout << bench_help();
-      return 0;
+    Command const* const command = find_command(args[1]);
+    if (command == nullptr) {
+      throw UsageError("no help for unknown command '" + std::string(args[1]) + "' (commands: " + command_names() +
+                       ")");
     }
-    return bench_command(*options);
+    char const* const help[] = {"--help"};
+    return command->run(Args(help));
   }
-  if (command == "tokenize") return tokenize_command(rest);
-  if (command == "fill-mask") return fill_mask_command(rest);
-  if (command == "classify") return classify_command(rest);
-  if (command == "ner") return ner_command(rest);
-  if (command == "qa") return qa_command(rest);
-  if (command == "serve") return serve_command(rest);
-  if (command == "zero-shot") return zero_shot_command(rest);
-  if (command == "rerank") return rerank_command(rest);
-  if (command == "gliner") return gliner_command(rest);
-  if (command.starts_with("-")) {
-    throw UsageError("unknown option '" + std::string(command) + "' (see 'flashdeberta --help')");
+  if (Command const* const command = find_command(name)) return command->run(args.subspan(1));
+  if (name.starts_with("-")) {
+    throw UsageError("unknown option '" + std::string(name) + "' (see 'flashdeberta --help')");
   }
-  throw UsageError(
-      "unknown command '" + std::string(command) +
-      "' (commands: run, bench, tokenize, fill-mask, classify, ner, qa, zero-shot, rerank, gliner, serve; see "
-      "'flashdeberta --help')");
+  throw UsageError("unknown command '" + std::string(name) + "' (commands: " + command_names() +
+                   "; see 'flashdeberta --help')");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::span<char const* const> const args(argv + 1, argc > 0 ? static_cast<std::size_t>(argc - 1) : 0);
+  Args const args(argv + 1, argc > 0 ? static_cast<std::size_t>(argc - 1) : 0);
   try {
     return dispatch(args);
   } catch (UsageError const& e) {

@@ -12,25 +12,9 @@
 
 namespace flashdeberta::cli {
 
-std::string ner_help() {
-  return "usage: flashdeberta ner --model DIR [options] [TEXT...]\n"
-         "\n"
-         "Finds the entities of each TEXT (or, without TEXT, each line of stdin) with a token-classification\n"
-         "checkpoint (architectures Deberta*ForTokenClassification), as HF's token-classification pipeline with\n"
-         "aggregation_strategy=\"simple\". Prints {\"text\": ..., \"entities\": [{\"entity_group\", \"score\",\n"
-         "\"word\", \"start\", \"end\"}, ...]}: each token takes its most probable label (softmax); neighbours\n"
-         "join while the tag stays the same and no B- starts a new one (B-/I- prefixes; other labels act as\n"
-         "I-); O is left out. score is the mean of the tokens' probabilities, start and end count Unicode code\n"
-         "points of the text (HF's offsets, which include a word's leading space for SentencePiece\n"
-         "tokenizers), word is the entity's tokens decoded.\n"
-         "\n" +
-         pipeline_common_help();
-}
-
 int ner_command(std::span<char const* const> args) {
-  auto const options = parse_pipeline_options("ner", args, {}, true);
-  if (!options) {
-    std::cout << ner_help();
+  auto const options = parse_pipeline_options("ner", args);
+  if (!options) {  // --help printed the help
     return 0;
   }
   auto const pipeline = load_pipeline(*options, HeadKind::kTokenClassification, "ner");

@@ -4,10 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <iostream>
-#include <set>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -17,10 +15,6 @@
 namespace flashdeberta::cli {
 
 namespace {
-
-[[noreturn]] void usage_fail(std::string_view command, std::string const& message) {
-  throw UsageError(message + " (see 'flashdeberta " + std::string(command) + " --help')");
-}
 
 bool is_terminal(int fd) { return ::isatty(fd) == 1; }
 
@@ -85,141 +79,6 @@ class Progress {
 };
 
 }  // namespace
-
-std::optional<PipelineOptions> parse_pipeline_options(std::string_view command, std::span<char const* const> args,
-                                                      std::span<ExtraOption const> extras, bool takes_texts) {
-  for (char const* arg : args) {
-    std::string_view const a = arg;
-    if (a == "--") break;
-    if (a == "-h" || a == "--help") return std::nullopt;
-  }
-  PipelineOptions o;
-  std::set<std::string> seen;
-  bool options_done = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string_view const arg = args[i];
-    if (options_done || !arg.starts_with("-") || arg == "-") {
-      if (!takes_texts) usage_fail(command, "unexpected argument '" + std::string(arg) + "'");
-      o.texts.emplace_back(arg);
-      continue;
-    }
-    if (arg == "--") {
-      options_done = true;
-      continue;
-    }
-    if (!arg.starts_with("--")) usage_fail(command, "unknown option '" + std::string(arg) + "'");
-    std::size_t const eq = arg.find('=');
-    std::string const name(arg.substr(2, eq == std::string_view::npos ? std::string_view::npos : eq - 2));
-    bool const is_common = name == "model" || name == "backend" || name == "attention" || name == "dtype" ||
-                           name == "threads" || name == "max-tokens" || name == "tokenizer" || name == "batch-size";
-    auto const extra = std::find_if(extras.begin(), extras.end(), [&](ExtraOption const& e) { return e.name == name; });
-    bool const is_extra = extra != extras.end();
-    bool const is_flag = name == "progress" || name == "timing" || (is_extra && extra->flag);
-    if (!is_common && !is_extra && !is_flag) {
-      usage_fail(command, "unknown option '--" + name + "' for '" + std::string(command) + "'");
-    }
-    if (!seen.insert(name).second) usage_fail(command, "option --" + name + " is given twice");
-    if (is_flag) {
-      if (eq != std::string_view::npos) usage_fail(command, "option --" + name + " takes no value");
-      // Every flag a command may declare, and where it goes.
-      std::pair<std::string_view, bool*> const flags[] = {
-          {"progress", &o.progress},     {"timing", &o.timing},
-          {"jsonl", &o.jsonl},           {"multi-label", &o.multi_label},
-          {"raw-scores", &o.raw_scores}, {"return-text", &o.return_text},
-          {"nested", &o.nested}};
-      for (auto const& [flag, target] : flags) {
-        if (flag == name) *target = true;
-      }
-      continue;
-    }
-    std::string value;
-    if (eq != std::string_view::npos) {
-      value = std::string(arg.substr(eq + 1));
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      usage_fail(command, "option --" + name + " needs a value");
-    }
-    // A question or context may be empty text (HF refuses it later), and so may a pair; a path or number may not.
-    if (value.empty() && name != "question" && name != "context" && name != "pair") {
-      usage_fail(command, "option --" + name + " has an empty value");
-    }
-    if (apply_common_option(command, o.common, name, value)) continue;
-    if (name == "tokenizer") {
-      o.tokenizer = std::filesystem::path(value);
-    } else if (name == "batch-size") {
-      o.batch_size = parse_integer_option(command, name, value, 1, 4096);
-    } else if (name == "top-k") {
-      o.top_k = parse_integer_option(command, name, value, 1, 1000000);
-    } else if (name == "question") {
-      o.question = value;
-    } else if (name == "context") {
-      o.context = value;
-    } else if (name == "pair") {
-      o.pair = value;
-    } else if (name == "labels") {
-      o.labels = value;
-    } else if (name == "hypothesis-template") {
-      o.hypothesis_template = value;
-    } else if (name == "query") {
-      o.query = value;
-    } else if (name == "top-n") {
-      o.top_n = parse_integer_option(command, name, value, 1, 1000000000);
-    } else if (name == "max-length") {
-      o.max_length = parse_integer_option(command, name, value, 1, 1000000000);
-    } else if (name == "threshold") {
-      char* end = nullptr;
-      double const t = std::strtod(value.c_str(), &end);
-      if (end != value.c_str() + value.size() || !(t >= 0.0 && t <= 1.0)) {
-        usage_fail(command, "--threshold '" + value + "' is not a number in [0, 1]");
-      }
-      o.threshold = t;
-    } else if (name == "long-text") {
-      o.long_text = value;
-    } else if (name == "window-overlap") {
-      o.window_overlap = parse_integer_option(command, name, value, 0, 1000000000);
-    } else if (name == "truncation") {
-      try {
-        o.truncation = tokenizer::parse_truncation(value);
-      } catch (Error const& e) {
-        usage_fail(command, "--truncation: " + std::string(e.what()));
-      }
-    }
-  }
-  if (!seen.contains("model")) usage_fail(command, "missing --model");
-  for (ExtraOption const& e : extras) {
-    if (e.required && !seen.contains(std::string(e.name))) usage_fail(command, "missing --" + std::string(e.name));
-  }
-  if (!backend_compiled_in(o.common.backend)) {
-    throw UsageError("--backend " + std::string(backend_name(o.common.backend)) + ": this build has no " +
-                     (o.common.backend == BackendKind::kCuda ? "CUDA" : "Kokkos") + " backend");
-  }
-  return o;
-}
-
-std::string pipeline_common_help() {
-  return "  --model DIR          Hugging Face checkpoint directory (config.json, model.safetensors)\n"
-         "  --tokenizer DIR      tokenizer files (spm.model, or vocab.json + merges.txt; tokenizer_config.json)\n"
-         "                       when they are not in --model\n"
-         "  --backend B          eigen (default), kokkos or cuda, where built in\n"
-         "  --attention A        flash (default) or eager\n"
-         "  --dtype D            fp32 (default); bf16 or fp16 with --backend cuda;\n"
-         "                       bf16 or int8 linear layers with --backend eigen\n"
-         "  --threads N          host threads (0, the default: every core)\n"
-         "  --batch-size N       texts per forward pass (default 8)\n"
-         "  --max-tokens N       refuse a text, or a batch of texts, of more than N tokens (default " +
-         std::to_string(kDefaultMaxTokens) +
-         ");\n"
-         "                       a text of more than 64 x N bytes is refused before it is tokenized\n"
-         "  --progress           progress bar on stderr (shown anyway for TEXT arguments at a terminal); when\n"
-         "                       stderr is not a terminal, a line 'flashdeberta: N/M texts, R texts/s' at most\n"
-         "                       once a second and at the end\n"
-         "  --timing             the load time, and the texts' time and rate at the end, on stderr\n"
-         "\n"
-         "Output: one JSON object per line on stdout. Errors: one line on stderr starting with\n"
-         "'flashdeberta: error:', exit status 2 for usage errors (a checkpoint without the head the command\n"
-         "needs included), 1 otherwise.\n";
-}
 
 std::unique_ptr<Pipeline const> load_pipeline(PipelineOptions const& options, HeadKind head, std::string_view command) {
   auto const start = std::chrono::steady_clock::now();

@@ -1,5 +1,6 @@
-// What the pipeline commands (fill-mask, classify, ner, qa, zero-shot, rerank) share: their options, the
-// checkpoint loaded with --timing, texts from the command line or stdin in batches, and the progress bar.
+// What the pipeline commands (fill-mask, classify, ner, qa, zero-shot, rerank, gliner) share: their options
+// (pipeline_options.cpp), the checkpoint loaded with --timing, texts from the command line or stdin in
+// batches, and the progress bar.
 // The tasks themselves are the runtime's (runtime/include/flashdeberta/runtime/pipeline.hpp), shared with
 // the Python package and the server.
 #pragma once
@@ -18,6 +19,7 @@
 
 #include "args.hpp"
 #include "flashdeberta/core/model_config.hpp"
+#include "flashdeberta/gliner/gliner_decoding.hpp"
 #include "flashdeberta/heads/head_kind.hpp"
 #include "flashdeberta/heads/head_output.hpp"
 #include "flashdeberta/runtime/pipeline.hpp"
@@ -50,25 +52,13 @@ struct PipelineOptions {
   std::optional<tokenizer::Truncation> truncation;  // rerank
   std::optional<double> threshold;                  // gliner (default 0.5)
   bool nested = false;                              // gliner --nested: flat_ner false
-  std::optional<std::string> long_text;             // gliner --long-text, as given
+  std::optional<GlinerLongText> long_text;          // gliner --long-text
   std::optional<std::int64_t> window_overlap;       // gliner --window-overlap
 };
 
-// One extra option of a command: its name (without "--"), whether it must be given, and whether it is a
-// flag (no value).
-struct ExtraOption {
-  std::string_view name;
-  bool required = false;
-  bool flag = false;
-};
-
-// Parses `args` (after the command name). nullopt: --help was given. Texts are the positional arguments
-// (after "--" even those starting with '-'); `takes_texts` false makes any positional argument an error.
-std::optional<PipelineOptions> parse_pipeline_options(std::string_view command, std::span<char const* const> args,
-                                                      std::span<ExtraOption const> extras, bool takes_texts);
-
-// The usage lines every pipeline command shares (backend, dtype, ...), for the help texts.
-std::string pipeline_common_help();
+// Parses `args` (after the name of `command`, "fill-mask"): the options every pipeline command takes, the
+// command's own, and its TEXT arguments. nullopt: --help was given and the help printed.
+std::optional<PipelineOptions> parse_pipeline_options(std::string_view command, std::span<char const* const> args);
 
 using runtime::JsonOut;
 using runtime::kMaxTextBytesPerToken;

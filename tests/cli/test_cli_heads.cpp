@@ -183,7 +183,8 @@ TEST_CASE("cli run --head: usage and input errors") {
                                 (dir / "v1.json").string(), "--output", out, "--head", "classify"});
   CHECK(unknown.status == 2);
   REQUIRE(unknown.err_lines().size() == 1);
-  CHECK(unknown.err_lines()[0].find("unknown head 'classify'") != std::string::npos);
+  CHECK(unknown.err_lines()[0].find("--head 'classify' is not auto, base, mlm, seqcls, tokcls, qa or mc") !=
+        std::string::npos);
 
   // HF has no v1 multiple-choice class: refused before the input is even read.
   auto const mc_v1 = run_cli({"run", "--model", head_fixture("seqcls_v1").string(), "--input",

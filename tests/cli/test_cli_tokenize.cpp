@@ -100,7 +100,7 @@ TEST_CASE("tokenize: refusals and usage errors are one line") {
   check_one_line_error(run_cli({"tokenize", "--model", dir, "--truncation", "only_first", "x"}), 2,
                        "--truncation needs --max-length");
   check_one_line_error(run_cli({"tokenize", "--model", dir, "--truncation", "longest", "--max-length", "4", "x"}), 2,
-                       "unknown truncation 'longest'");
+                       "--truncation 'longest' is not longest_first, only_first or only_second");
   check_one_line_error(run_cli({"tokenize", "--model", dir, "--max-length", "-1", "x"}), 2, "--max-length '-1'");
   check_one_line_error(run_cli({"tokenize", "--model", "/nonexistent/dir", "x"}), 1, "no such directory");
   ScratchDir const empty;
