@@ -33,7 +33,7 @@ CLI::Validator built_in_backend() {
       [](std::string& name) -> std::string {
         for (BackendKind b : kBackends) {
           if (backend_name(b) == name && !backend_compiled_in(b)) {
-            return name + ": this build has no " + std::string(b == BackendKind::kCuda ? "CUDA" : "Kokkos") +
+            return name + ": this build has no " + std::string(runtime::backend_title(b)) +
                    " backend (backends: " + backend_list() + ")";
           }
         }
@@ -119,15 +119,16 @@ std::optional<RunOptions> parse_run_options(std::span<char const* const> args) {
              "any error no output file exists.")
       ->required();
   std::vector<Choice<std::optional<HeadKind>>> heads = {{"auto", std::nullopt}};
-  for (std::string_view name : {"base", "mlm", "seqcls", "tokcls", "qa", "mc"}) {
-    heads.push_back({std::string(name), parse_head_kind(name)});
+  std::string heads_help =
+      "auto (default): the head config.json's architectures names (e.g.\n"
+      "DebertaV2ForSequenceClassification), the backbone when it names none, or";
+  for (HeadFacts const& head : kHeadFacts) {
+    heads.push_back({std::string(head.name), head.kind});
+    heads_help += "\n  " + std::string(head.name) + std::string(8 - head.name.size(), ' ') +
+                  std::string(head.description) + (head.v2_only ? " (v2/v3)" : "") +
+                  (head.layout == HeadInputLayout::kChoices ? ", [B][C][L] input" : "");
   }
-  cli.choice("--head", o.head, "NAME", heads,
-             "auto (default): the head config.json's architectures names (e.g.\n"
-             "DebertaV2ForSequenceClassification), the backbone when it names none;\n"
-             "base: the backbone; mlm: masked LM; seqcls: sequence classification;\n"
-             "tokcls: token classification; qa: question answering; mc: multiple\n"
-             "choice (v2/v3, [B][C][L] input)");
+  cli.choice("--head", o.head, "NAME", heads, heads_help);
   cli.option("--mask-token-id", o.mask_token_id, "ID",
              "masked LM only: compute the logits of the tokens whose id is ID (e.g.\n"
              "[MASK]) and write them as logits [M, V] with positions [M, 2] (row,\n"

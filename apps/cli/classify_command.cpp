@@ -56,9 +56,7 @@ runtime::TextInput parse_json_line(std::string const& line, std::size_t index) {
 
 int classify_command(std::span<char const* const> args) {
   auto const options = parse_pipeline_options("classify", args);
-  if (!options) {  // --help printed the help
-    return 0;
-  }
+  if (!options) return 0;  // --help printed the help
   if (options->jsonl && !options->texts.empty()) {
     throw UsageError(
         "--jsonl reads JSON lines from stdin, so it takes no TEXT arguments (see 'flashdeberta "

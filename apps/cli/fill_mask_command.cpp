@@ -15,9 +15,7 @@ namespace flashdeberta::cli {
 
 int fill_mask_command(std::span<char const* const> args) {
   auto const options = parse_pipeline_options("fill-mask", args);
-  if (!options) {  // --help printed the help
-    return 0;
-  }
+  if (!options) return 0;  // --help printed the help
   auto const pipeline = load_pipeline(*options, HeadKind::kMaskedLM, "fill-mask");
   runtime::FillMaskOptions const task{.top_k = static_cast<std::size_t>(options->top_k.value_or(5))};
   for_each_batch(*options, [&](std::vector<std::string> const& texts, std::size_t first) {

@@ -20,9 +20,7 @@ namespace flashdeberta::cli {
 
 int gliner_command(std::span<char const* const> args) {
   auto const options = parse_pipeline_options("gliner", args);
-  if (!options) {  // --help printed the help
-    return 0;
-  }
+  if (!options) return 0;  // --help printed the help
   std::vector<std::string> const labels = pipelines::parse_candidate_labels(*options->labels);
   if (labels.empty()) {
     throw UsageError("--labels '" + *options->labels +

@@ -14,9 +14,7 @@ namespace flashdeberta::cli {
 
 int ner_command(std::span<char const* const> args) {
   auto const options = parse_pipeline_options("ner", args);
-  if (!options) {  // --help printed the help
-    return 0;
-  }
+  if (!options) return 0;  // --help printed the help
   auto const pipeline = load_pipeline(*options, HeadKind::kTokenClassification, "ner");
   for_each_batch(*options, [&](std::vector<std::string> const& texts, std::size_t first) {
     auto const results = pipeline->ner(texts, text_run(*pipeline, first));

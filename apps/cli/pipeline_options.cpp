@@ -13,10 +13,10 @@ namespace flashdeberta::cli {
 
 namespace {
 
-std::string const kTextMaxTokens = "refuse a text, or a batch of texts, of more than N tokens (default " +
-                                   std::to_string(kDefaultMaxTokens) +
-                                   ");\n"
-                                   "a text of more than 64 x N bytes is refused before it is tokenized";
+std::string const kTextMaxTokens = "refuse a text of more than N tokens (default " + std::to_string(kDefaultMaxTokens) +
+                                   "), and run no forward of more\n"
+                                   "than N (a batch of texts past it runs in several); a text of more than\n"
+                                   "64 x N bytes is refused before it is tokenized";
 
 // A pipeline command: its paragraph, its own options, and how it differs from the others.
 struct PipelineCommand {

@@ -14,9 +14,7 @@ namespace flashdeberta::cli {
 
 int qa_command(std::span<char const* const> args) {
   auto const options = parse_pipeline_options("qa", args);
-  if (!options) {  // --help printed the help
-    return 0;
-  }
+  if (!options) return 0;  // --help printed the help
   if (options->question->find_first_not_of(" \t\r\n") == std::string::npos) {
     throw UsageError("--question is empty (see 'flashdeberta qa --help')");
   }

@@ -15,9 +15,7 @@ namespace flashdeberta::cli {
 
 int rerank_command(std::span<char const* const> args) {
   auto const options = parse_pipeline_options("rerank", args);
-  if (!options) {  // --help printed the help
-    return 0;
-  }
+  if (!options) return 0;  // --help printed the help
   auto const pipeline = load_pipeline(*options, HeadKind::kSequenceClassification, "rerank");
   std::optional<std::size_t> const max_length =
       options->max_length ? std::optional<std::size_t>(static_cast<std::size_t>(*options->max_length)) : std::nullopt;

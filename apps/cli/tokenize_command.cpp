@@ -37,9 +37,7 @@ nlohmann::ordered_json to_json(tokenizer::Encoding const& e) {
 
 int tokenize_command(std::span<char const* const> args) {
   auto options = parse_tokenize_options(args);
-  if (!options) {  // --help printed the help
-    return 0;
-  }
+  if (!options) return 0;  // --help printed the help
   tokenizer::Tokenizer const tok = tokenizer::load_tokenizer(options->model);
   tokenizer::EncodeOptions encode_options;
   encode_options.max_length = options->max_length;

@@ -16,9 +16,7 @@ namespace flashdeberta::cli {
 
 int zero_shot_command(std::span<char const* const> args) {
   auto const options = parse_pipeline_options("zero-shot", args);
-  if (!options) {  // --help printed the help
-    return 0;
-  }
+  if (!options) return 0;  // --help printed the help
   runtime::ZeroShotOptions task{.candidate_labels = pipelines::parse_candidate_labels(*options->labels),
                                 .multi_label = options->multi_label};
   if (task.candidate_labels.empty()) {
