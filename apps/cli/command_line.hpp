@@ -76,7 +76,8 @@ class CommandLine {
   CLI::Option* flag(std::string const& name, bool& target, std::string const& help);
 
   // TEXT arguments: without this, any argument that is not an option is an error. `value_name` ("TEXT",
-  // "PASSAGE") is what the usage line shows.
+  // "PASSAGE") is what the usage line shows. They are what CLI11 leaves over rather than a CLI11
+  // positional, which would read a text in brackets as a list ("[MASK]" as "MASK").
   void texts(std::vector<std::string>& target, std::string value_name = "TEXT");
 
   // The heading of the options declared from now on (the command's own come first, under "options").

@@ -13,6 +13,7 @@ using flashdeberta::testing::check_one_line_error;
 using flashdeberta::testing::CliResult;
 using flashdeberta::testing::json_lines;
 using flashdeberta::testing::run_cli;
+using flashdeberta::testing::run_cli_stdin;
 
 namespace {
 
@@ -81,6 +82,14 @@ TEST_CASE("an option's value is the next argument, whatever it starts with, or w
   // A negative number or '-' alone is a TEXT, not an option.
   CliResult const negative = run_cli({"tokenize", "--model", kBpe, "-5"});
   CHECK_MESSAGE(negative.status == 0, negative.err);
+}
+
+TEST_CASE("a TEXT argument arrives as given, brackets and commas included") {
+  std::string const text = "[a, b]";
+  CliResult const argument = run_cli({"tokenize", "--model", kBpe, text});
+  CliResult const line = run_cli_stdin({"tokenize", "--model", kBpe}, text + "\n");
+  REQUIRE_MESSAGE(argument.status == 0, argument.err);
+  CHECK(argument.out == line.out);
 }
 
 TEST_CASE("an empty value is refused, given apart or attached") {
