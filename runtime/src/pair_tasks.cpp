@@ -124,7 +124,10 @@ std::vector<std::vector<float>> Pipeline::embed(std::span<std::string const> tex
     encodings.push_back(encode(texts[i], nullptr, run.names(i), run.limit, options.truncate));
   if (texts.empty()) return {};
   std::vector<std::size_t> const sizes = sequence_sizes(encodings);
-  HeadOutput const out = run.forward(encodings);
+  // Embeddings are the backbone's states whatever head the checkpoint has: a pipeline over a head runs its
+  // backbone alone, with the call's names and bounds (the server's embedding models have the base head).
+  TaskRun const backbone_run{run.names, run.limit, backbone_.get()};
+  HeadOutput const out = (head_ == HeadKind::kBase ? run : backbone_run).forward(encodings);
   HostHeadTensor const& hidden = out["last_hidden_state"];
   auto const width = static_cast<std::size_t>(hidden.width);
   std::vector<std::vector<float>> vectors;

@@ -53,10 +53,12 @@ Pipeline::Pipeline(RuntimeOptions const& options, std::optional<std::filesystem:
   backend_ = std::make_unique<Backend>(options);
   model_ = backend_->load(options.model, config_, head);
   direct_ = std::make_unique<DirectRunner>(*model_, config_, mask_token_id_, max_tokens_);
+  backbone_ = std::make_unique<DirectRunner>(*model_, config_, std::nullopt, max_tokens_, RunnerOutput::kBackbone);
 }
 
 Pipeline::~Pipeline() {
   direct_.reset();
+  backbone_.reset();
   model_.reset();
   backend_.reset();
 }

@@ -137,11 +137,17 @@ void append_head_rows(HeadOutput& into, HeadOutput const& from, std::size_t firs
   }
 }
 
+HeadOutput DirectRunner::forward(std::vector<tokenizer::Encoding> const& sequences) const {
+  Batch const batch = pack_sequences(sequences, config_);
+  if (output_ == RunnerOutput::kHead) return model_.forward_head(batch, mask_token_id_);
+  return HeadOutput{{last_hidden_state_tensor(model_.forward_to_host(batch), config_.hidden_size)}};
+}
+
 HeadOutput DirectRunner::run(std::vector<tokenizer::Encoding>& sequences) const {
   if (sequences.empty()) return {};
   std::vector<std::int64_t> starts = {0};  // each sequence's first token among all of them
   for (tokenizer::Encoding const& e : sequences) starts.push_back(starts.back() + static_cast<std::int64_t>(e.size()));
-  if (starts.back() <= max_tokens_) return model_.forward_head(pack_sequences(sequences, config_), mask_token_id_);
+  if (starts.back() <= max_tokens_) return forward(sequences);
   // More than one forward holds: the sequences in order, as many as fit each forward (one at least: encode_input
   // has bounded each by itself).
   HeadOutput whole;
@@ -152,7 +158,7 @@ HeadOutput DirectRunner::run(std::vector<tokenizer::Encoding>& sequences) const 
                                           std::make_move_iterator(sequences.begin() + last));
     HeadOutput out;
     try {
-      out = model_.forward_head(pack_sequences(part, config_), mask_token_id_);
+      out = forward(part);
     } catch (...) {
       std::move(part.begin(), part.end(), sequences.begin() + first);
       throw;

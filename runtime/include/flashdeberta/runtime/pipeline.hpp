@@ -161,7 +161,8 @@ class Pipeline {
   std::optional<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<LoadedModel> model_;    // destroyed before backend_ (declared after it)
-  std::unique_ptr<DirectRunner> direct_;  // over model_
+  std::unique_ptr<DirectRunner> direct_;    // over model_
+  std::unique_ptr<DirectRunner> backbone_;  // over model_'s backbone: embed on a checkpoint with a head
 };
 
 // A head tensor's rows for each sequence of the batch built from `sizes` (encoding lengths): per token

@@ -99,20 +99,27 @@ class HeadRunner {
   virtual HeadOutput run(std::vector<tokenizer::Encoding>& sequences) const = 0;
 };
 
+// What a DirectRunner's forwards return: the checkpoint's head, or the backbone's last_hidden_state alone
+// (embeddings, from a checkpoint of any head).
+enum class RunnerOutput { kHead, kBackbone };
+
 // The CLI's and Python's runner: forwards of at most `max_tokens` tokens, the sequences taken in order, on
 // the calling thread. `mask_token_id`: a masked LM computes the logits of those tokens only (fill-mask).
 class DirectRunner final : public HeadRunner {
  public:
   DirectRunner(LoadedModel const& model, ModelConfig const& config, std::optional<std::int64_t> mask_token_id,
-               std::int64_t max_tokens)
-      : model_(model), config_(config), mask_token_id_(mask_token_id), max_tokens_(max_tokens) {}
+               std::int64_t max_tokens, RunnerOutput output = RunnerOutput::kHead)
+      : model_(model), config_(config), mask_token_id_(mask_token_id), max_tokens_(max_tokens), output_(output) {}
   HeadOutput run(std::vector<tokenizer::Encoding>& sequences) const override;
 
  private:
+  HeadOutput forward(std::vector<tokenizer::Encoding> const& sequences) const;
+
   LoadedModel const& model_;
   ModelConfig const& config_;
   std::optional<std::int64_t> mask_token_id_;
   std::int64_t max_tokens_;
+  RunnerOutput output_;
 };
 
 // What a task call runs with: its inputs' names and bounds, and the runner of its forwards.
