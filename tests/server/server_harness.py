@@ -72,8 +72,8 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def stop(self, sig=signal.SIGTERM, timeout=60):
-        """Sends `sig` and returns the exit status."""
-        if self.process.poll() is None:
+        """Sends `sig` (None: none, the caller has signalled) and returns the exit status."""
+        if sig is not None and self.process.poll() is None:
             self.process.send_signal(sig)
         status = self.process.wait(timeout=timeout)
         self._reader.join(timeout=5)

@@ -156,7 +156,7 @@ class Load(unittest.TestCase):
                 time.sleep(0.01)
             signalled = time.monotonic()
             server.process.send_signal(signal.SIGTERM)
-            status = server.stop(timeout=120)
+            status = server.stop(sig=None, timeout=120)  # one signal: a second one exits without waiting
             for t in slow_threads + background_threads:
                 t.join()
             self.assertEqual(status, 0, server.stderr())
