@@ -141,7 +141,8 @@ HttpHandler const* HttpServer::route(HttpRequest const& request, HttpResponse& r
   std::string methods;
   for (Route const& route : routes_) {
     if (route.path != request.path) continue;
-    if (route.method == request.method) return &route.handler;
+    // HEAD is GET without the body (the transport drops it), as RFC 9110 has every GET resource answer it.
+    if (route.method == request.method || (request.method == "HEAD" && route.method == "GET")) return &route.handler;
     methods += (methods.empty() ? "" : ", ") + route.method;
   }
   if (!methods.empty()) {

@@ -207,6 +207,18 @@ class HttpEdges(unittest.TestCase):
         headers = self.refused(405, "/predict takes POST, not GET", b"GET /predict HTTP/1.1\r\nHost: x\r\n\r\n")
         self.assertEqual(headers["allow"], "POST")
 
+    def test_head_is_get_without_the_body(self):
+        with connect(self.server) as sock:
+            sock.sendall(b"HEAD /info HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            file = sock.makefile("rb")
+            self.assertIn(b" 200 ", file.readline())
+            length = None
+            while (line := file.readline()) != b"\r\n":
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            self.assertGreater(length, 0)
+            self.assertIn(b" 200 ", file.readline())  # the next answer follows the header at once
+
     def test_slow_headers_and_bodies_are_cut_at_their_deadline(self):
         tricklers = [connect(self.server) for _ in range(50)]
         slow_body = connect(self.server)
@@ -314,8 +326,10 @@ class Stop(unittest.TestCase):
             start = time.monotonic()
             server.process.send_signal(signal.SIGTERM)
             got = Reader(in_flight).answer()
-            self.assertEqual(server.stop(timeout=10), 0, server.stderr())
+            status = server.process.wait(timeout=10)  # not server.stop(): a second signal ends it at once
             self.assertLess(time.monotonic() - start, 5)
+            self.assertEqual(server.stop(), 0, server.stderr())
+            self.assertEqual(status, 0)
             self.assertIsNotNone(got)
             self.assertEqual(got[0], 200, got)
             for sock in idle + trickling + [unread, in_flight]:

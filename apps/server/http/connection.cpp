@@ -71,6 +71,7 @@ void Connection::wait_for_request() {
   parser_.reset();
   path_.clear();
   timed_out_ = false;
+  head_ = false;
   if (listener_.stopping()) return drain();
   if (buffer_.size() > 0) return read_header();  // a pipelined request
   buffer_.shrink_to_fit();                       // an idle connection holds no buffer
@@ -145,6 +146,7 @@ void Connection::handle() {
   state_ = State::kHandling;
   timer_.cancel();
   keep_alive_ = parser_->keep_alive();
+  head_ = parser_->get().method() == bhttp::verb::head;
   auto message = parser_->release();
   parser_.reset();
   HttpRequest request;
@@ -198,6 +200,7 @@ void Connection::answer(HttpResponse response) {
   response_.body() = std::move(response.body);
   response_.keep_alive(keep_alive_);
   response_.prepare_payload();
+  if (head_) response_.body().clear();  // Content-Length stays the GET answer's
   arm(listener_.stopping() ? std::chrono::duration_cast<Clock::duration>(kStopWrite) : limits_.write_timeout);
   bhttp::async_write(socket_, response_,
                      [self = shared_from_this()](beast::error_code error, std::size_t) { self->on_written(error); });

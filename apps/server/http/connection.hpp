@@ -71,6 +71,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   State state_ = State::kIdle;
   bool timed_out_ = false;
   bool keep_alive_ = true;
+  bool head_ = false;  // the request is HEAD: its answer's header alone
   std::size_t drained_ = 0;
 };
 
