@@ -12,7 +12,7 @@ import time
 import unittest
 import zlib
 
-from server_harness import CLASSIFY, Server, post, request
+from server_harness import CLASSIFY, Server, metric, post, request
 
 PAYLOAD_LIMIT = 1000000
 HEADER_TIMEOUT = 2
@@ -149,8 +149,21 @@ class HttpEdges(unittest.TestCase):
         self.refused(501, "Transfer-Encoding 'gzip, chunked'", b"POST /predict HTTP/1.1\r\nHost: x\r\n"
                      b"Transfer-Encoding: gzip, chunked\r\n\r\n" + body)
 
-    def test_post_without_a_length_is_411(self):
+    def test_post_without_a_length_is_411_and_counted(self):
+        _, text = request(self.server, "/metrics")
+        before = metric(text, "flashdeberta_requests_total", 'route="/predict",status="411"') or 0
         self.refused(411, "needs Content-Length", b"POST /predict HTTP/1.1\r\nHost: x\r\n\r\n" + PREDICT)
+        _, text = request(self.server, "/metrics")
+        self.assertEqual(metric(text, "flashdeberta_requests_total", 'route="/predict",status="411"'), before + 1)
+
+    def test_expect_100_continue_is_answered_before_the_body(self):
+        with connect(self.server) as sock:
+            sock.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: "
+                         + str(len(PREDICT)).encode() + b"\r\n\r\n")
+            reader = Reader(sock)
+            self.assertEqual(reader.answer()[0], 100)
+            sock.sendall(PREDICT)
+            self.assertEqual(reader.answer()[0], 200)
 
     def test_header_count_and_size_are_bounded(self):
         many = b"".join(b"X-Field-%d: v\r\n" % i for i in range(200))
