@@ -67,8 +67,13 @@ endif()
 
 # The flashdeberta program reads its command line through CLI11 (Debian: libcli11-dev, 2.1 or later for
 # options whose callback runs as they are read, which --help uses).
+# `flashdeberta serve` speaks HTTP through Boost.Beast over Asio (header-only; Debian: libboost1.81-dev) and
+# inflates gzip and deflate request bodies with zlib (zlib1g-dev).
 if(FLASHDEBERTA_BUILD_APPS AND FLASHDEBERTA_WITH_EIGEN)
   find_package(CLI11 2.1 REQUIRED CONFIG)
+  find_package(Boost 1.74 REQUIRED)
+  find_package(ZLIB REQUIRED)
+  find_package(Threads REQUIRED)
 endif()
 
 if(FLASHDEBERTA_BUILD_TESTS)

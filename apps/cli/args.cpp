@@ -235,7 +235,8 @@ std::optional<server::ServeOptions> parse_serve_options(std::span<char const* co
       "                   \"start\", \"stop\"}, ...]] (byte offsets, as TEI)\n"
       "  GET /info, GET /health, GET /metrics (Prometheus text format)\n"
       "Errors are {\"error\": ..., \"error_type\": ...} with TEI's statuses: 400 malformed or empty, 413 too\n"
-      "large, 422 invalid, 424 a route the model does not serve, 429 overloaded.",
+      "large, 422 invalid, 424 a route the model does not serve, 429 overloaded; and HTTP's: 404, 405, 408\n"
+      "too slow, 411 no Content-Length, 415 unknown Content-Encoding, 431 header too large.",
       32);
   std::int64_t const int32_max = std::numeric_limits<std::int32_t>::max();
   cli.option("--host", o.host, "ADDR", "address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)");
@@ -262,8 +263,20 @@ std::optional<server::ServeOptions> parse_serve_options(std::span<char const* co
              {{"mean", pipelines::Pooling::kMean}, {"cls", pipelines::Pooling::kCls}},
              "/embed's pooling of the last hidden states (default mean)");
   cli.option("--http-threads", o.http_threads, "N",
-             "connections served at once (default: --max-concurrent-requests + 8)")
+             "requests handled at once, on threads started as needed (default:\n"
+             "--max-concurrent-requests + 8); connections cost no thread")
       ->transform(integer_in(1, 65536));
+  cli.option("--idle-timeout", o.idle_timeout_s, "SECONDS",
+             "a keep-alive connection without a request is closed after it (default 60)")
+      ->transform(integer_in(1, 86400));
+  cli.option("--header-timeout", o.header_timeout_s, "SECONDS",
+             "a request's header must arrive within it of its first byte (default\n"
+             "10; else 408)")
+      ->transform(integer_in(1, 86400));
+  cli.option("--body-timeout", o.body_timeout_s, "SECONDS",
+             "a request's body must arrive within it of its header (default 30;\n"
+             "else 408)")
+      ->transform(integer_in(1, 86400));
   // --max-tokens is the CLI's bound on one input; the server has --max-input-length and --max-batch-tokens.
   add_model_options(cli, o.runtime, "Hugging Face checkpoint directory", "");
   add_tokenizer_option(cli, o.tokenizer);

@@ -36,11 +36,16 @@ constexpr std::string_view error_type_name(ErrorType type) {
 inline constexpr int kBadRequest = 400;
 inline constexpr int kNotFound = 404;
 inline constexpr int kMethodNotAllowed = 405;
+inline constexpr int kRequestTimeout = 408;
+inline constexpr int kLengthRequired = 411;
 inline constexpr int kPayloadTooLarge = 413;
+inline constexpr int kUnsupportedMediaType = 415;
 inline constexpr int kUnprocessable = 422;
 inline constexpr int kFailedDependency = 424;
 inline constexpr int kTooManyRequests = 429;
+inline constexpr int kHeaderTooLarge = 431;
 inline constexpr int kInternalError = 500;
+inline constexpr int kNotImplemented = 501;
 inline constexpr int kUnavailable = 503;
 
 class ApiError : public std::runtime_error {

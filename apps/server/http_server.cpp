@@ -1,13 +1,12 @@
 #include "server/http_server.hpp"
 
-#include <sys/socket.h>
-
+#include <algorithm>
 #include <chrono>
 #include <new>
 #include <thread>
 
-#include "flashdeberta/core/error.hpp"
 #include "server/api_error.hpp"
+#include "server/http/listener.hpp"
 #include "server/requests.hpp"
 
 namespace flashdeberta::cli::server {
@@ -16,11 +15,22 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Pending connections the kernel keeps for accept(): enough for every client of a burst.
-constexpr int kListenBacklog = 1024;
-// Requests a client may send over one connection; httplib's default of 5 made keep-alive clients
-// reconnect every fifth request.
-constexpr std::size_t kKeepAliveRequests = 10000;
+// I/O threads: reading and writing bytes is light next to the handlers' work, so one serves a small machine.
+std::size_t io_threads() {
+  std::size_t const cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::clamp<std::size_t>(cores / 8, 1, 4);
+}
+
+http::Limits limits_of(ServeOptions const& options) {
+  http::Limits limits;
+  limits.payload_limit = options.payload_limit;
+  limits.idle_timeout = std::chrono::seconds(options.idle_timeout_s);
+  limits.header_timeout = std::chrono::seconds(options.header_timeout_s);
+  limits.body_timeout = std::chrono::seconds(options.body_timeout_s);
+  limits.io_threads = io_threads();
+  limits.worker_threads = options.http_threads;
+  return limits;
+}
 
 std::string dump(JsonOut const& value) { return value.dump(-1, ' ', false, JsonOut::error_handler_t::replace); }
 
@@ -43,7 +53,7 @@ ApiError api_error_of(runtime::InputError const& e) {
 
 }  // namespace
 
-void write_error(httplib::Response& response, int status, std::string_view type, std::string const& message) {
+void write_error(HttpResponse& response, int status, std::string_view type, std::string const& message) {
   response.status = status;
   JsonOut body;
   body["error"] = message;
@@ -52,27 +62,10 @@ void write_error(httplib::Response& response, int status, std::string_view type,
 }
 
 HttpServer::HttpServer(ModelService& service, Metrics& metrics, ServeOptions const& options)
-    : service_(service), metrics_(metrics), options_(options) {
-  std::size_t const threads = options.http_threads;
-  server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server_.set_payload_max_length(options.payload_limit);
-  server_.set_keep_alive_max_count(kKeepAliveRequests);
-  // httplib writes the headers and the body of an answer in two sends; with Nagle's algorithm the body then
-  // waits for the client's delayed ACK of the headers, 40 ms on Linux: a 10 ms request took 56 ms.
-  server_.set_tcp_nodelay(true);
-  // httplib's default socket options add SO_REUSEPORT, with which a second server binds a port already served
-  // and silently takes part of its connections; SO_REUSEADDR alone still allows a restart while the old
-  // connections linger in TIME_WAIT, and makes a busy port an error.
-  server_.set_socket_options([](socket_t socket) {
-    int const yes = 1;
-    ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  server_.set_error_handler(httplib::Server::HandlerWithResponse(
-      [this](httplib::Request const& request, httplib::Response& response) { return on_error(request, response); }));
-  server_.set_exception_handler([](httplib::Request const&, httplib::Response& response, std::exception_ptr) {
-    write_error(response, kInternalError, error_type_name(ErrorType::kBackend), "internal error");
-  });
-
+    : service_(service),
+      metrics_(metrics),
+      options_(options),
+      listener_(std::make_unique<http::Listener>(limits_of(options), static_cast<http::Application&>(*this))) {
   RequestLimits const limits{options.max_client_batch_size};
   model_route("/predict",
               [this, limits](std::string const& b) { return service_.predict(parse_predict_request(b, limits)); });
@@ -87,23 +80,23 @@ HttpServer::HttpServer(ModelService& service, Metrics& metrics, ServeOptions con
   model_route("/ner", [this, limits](std::string const& b) { return service_.ner(parse_ner_request(b, limits)); });
   model_route("/gliner",
               [this, limits](std::string const& b) { return service_.gliner(parse_gliner_request(b, limits)); });
-  plain_route("POST", "/tokenize", [this, limits](httplib::Request const& request, httplib::Response& response) {
+  plain_route("POST", "/tokenize", [this, limits](HttpRequest const& request, HttpResponse& response) {
     response.set_content(dump(service_.tokenize(parse_tokenize_request(request.body, limits))), "application/json");
   });
-  plain_route("GET", "/info", [this](httplib::Request const&, httplib::Response& response) {
+  plain_route("GET", "/info", [this](HttpRequest const&, HttpResponse& response) {
     response.set_content(dump(service_.info()), "application/json");
   });
-  plain_route("GET", "/health", [this](httplib::Request const&, httplib::Response& response) {
+  plain_route("GET", "/health", [this](HttpRequest const&, HttpResponse& response) {
     if (stopping_) throw ApiError(kUnavailable, ErrorType::kUnhealthy, "the server is shutting down");
     response.set_content("", "text/plain");
   });
-  plain_route("GET", "/metrics", [this](httplib::Request const&, httplib::Response& response) {
+  plain_route("GET", "/metrics", [this](HttpRequest const&, HttpResponse& response) {
     response.set_content(metrics_.render(service_.gauges()), "text/plain; version=0.0.4");
   });
 }
 
 void HttpServer::model_route(std::string const& path, Body run) {
-  plain_route("POST", path, [this, run](httplib::Request const& request, httplib::Response& response) {
+  plain_route("POST", path, [this, run](HttpRequest const& request, HttpResponse& response) {
     auto const permit = service_.gate().try_enter();
     if (!permit) {
       throw ApiError(kTooManyRequests, ErrorType::kOverloaded,
@@ -114,9 +107,8 @@ void HttpServer::model_route(std::string const& path, Body run) {
   });
 }
 
-void HttpServer::plain_route(std::string const& method, std::string const& path, httplib::Server::Handler handler) {
-  routes_.emplace_back(method, path);
-  auto wrapped = [this, path, handler](httplib::Request const& request, httplib::Response& response) {
+void HttpServer::plain_route(std::string const& method, std::string const& path, HttpHandler handler) {
+  auto wrapped = [this, path, handler](HttpRequest const& request, HttpResponse& response) {
     auto const start = Clock::now();
     response.status = 200;
     try {
@@ -136,73 +128,54 @@ void HttpServer::plain_route(std::string const& method, std::string const& path,
     }
     metrics_.record_request(path, response.status, seconds_since(start));
   };
-  if (method == "GET") {
-    server_.Get(path, wrapped);
-  } else {
-    server_.Post(path, wrapped);
-  }
+  routes_.push_back({method, path, std::move(wrapped)});
 }
 
-std::string_view HttpServer::metrics_route(std::string const& path) const {
-  for (auto const& route : routes_)
-    if (route.second == path) return route.second;
+std::string_view HttpServer::metrics_route(std::string_view path) const {
+  for (Route const& route : routes_)
+    if (route.path == path) return route.path;
   return "other";
 }
 
-httplib::Server::HandlerResponse HttpServer::on_error(httplib::Request const& request, httplib::Response& response) {
-  if (!response.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // a route's own error body
-  int status = response.status;
-  std::string message;
-  if (status == kNotFound) {
-    std::string methods;
-    for (auto const& [method, path] : routes_)
-      if (path == request.path) methods += (methods.empty() ? "" : ", ") + method;
-    if (!methods.empty()) {
-      status = kMethodNotAllowed;
-      response.set_header("Allow", methods);
-      message = request.path + " takes " + methods + ", not " + request.method;
-    } else {
-      std::string paths;
-      for (auto const& [method, path] : routes_) paths += (paths.empty() ? "" : ", ") + method + " " + path;
-      message = "no route " + request.method + " " + request.path + " (routes: " + paths + ")";
-    }
-  } else if (status == kPayloadTooLarge) {
-    message = "the request body holds more than " + std::to_string(options_.payload_limit) +
-              " bytes, the most a request may hold (--payload-limit)";
-  } else {
-    message = "the HTTP request could not be read (status " + std::to_string(status) + ")";
+HttpHandler const* HttpServer::route(HttpRequest const& request, HttpResponse& response) {
+  std::string methods;
+  for (Route const& route : routes_) {
+    if (route.path != request.path) continue;
+    // HEAD is GET without the body (the transport drops it), as RFC 9110 has every GET resource answer it.
+    if (route.method == request.method || (request.method == "HEAD" && route.method == "GET")) return &route.handler;
+    methods += (methods.empty() ? "" : ", ") + route.method;
   }
-  write_error(response, status, error_type_name(ErrorType::kValidation), message);
-  metrics_.record_request(metrics_route(request.path), status, 0.0);
-  return httplib::Server::HandlerResponse::Handled;
+  if (!methods.empty()) {
+    response.set_header("Allow", methods);
+    refuse(request.path, kMethodNotAllowed, request.path + " takes " + methods + ", not " + request.method, response);
+  } else {
+    std::string paths;
+    for (Route const& route : routes_) paths += (paths.empty() ? "" : ", ") + route.method + " " + route.path;
+    refuse(request.path, kNotFound, "no route " + request.method + " " + request.path + " (routes: " + paths + ")",
+           response);
+  }
+  return nullptr;
 }
 
-int HttpServer::bind() {
-  int port = options_.port;
-  if (port == 0) {
-    port = server_.bind_to_any_port(options_.host);
-    FLASHDEBERTA_REQUIRE(port > 0,
-                         "cannot listen on " << options_.host << " (any port): is the address one of this host's?");
-  } else {
-    FLASHDEBERTA_REQUIRE(server_.bind_to_port(options_.host, port),
-                         "cannot listen on " << options_.host << ":" << port
-                                             << " (is the port in use, or the address not this host's?)");
-  }
-  ::listen(server_.listening_socket(), kListenBacklog);
-  return port;
+void HttpServer::refuse(std::string_view path, int status, std::string const& message, HttpResponse& response) {
+  ErrorType const type =
+      status >= kInternalError && status != kNotImplemented ? ErrorType::kBackend : ErrorType::kValidation;
+  write_error(response, status, error_type_name(type), message);
+  metrics_.record_request(metrics_route(path), status, 0.0);
 }
+
+HttpServer::~HttpServer() = default;
+
+int HttpServer::bind() { return listener_->bind(options_.host, options_.port); }
 
 void HttpServer::serve() {
-  server_.listen_after_bind();
+  listener_->serve();
   serving_done_ = true;
 }
 
 void HttpServer::stop() {
   stopping_ = true;
-  // httplib's stop() does nothing before the accept loop runs, so a stop that comes between bind() and
-  // serve() waits for it (or for serve() to have returned).
-  while (!server_.is_running() && !serving_done_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  server_.stop();
+  listener_->stop();
 }
 
 }  // namespace flashdeberta::cli::server

@@ -41,12 +41,15 @@ struct ServeOptions {
   std::size_t max_client_batch_size = 32;                  // inputs per request (TEI's default)
   std::optional<std::int64_t> max_input_length;            // tokens per input; default: max_position_embeddings
   std::size_t payload_limit = 2000000;                     // request body bytes (TEI's default)
-  std::size_t http_threads = 0;                            // connections served at once; parsing sets the default
+  std::size_t http_threads = 0;                            // handlers run at once; parsing sets the default
+  int idle_timeout_s = 60;                                 // a keep-alive connection's wait for its next request
+  int header_timeout_s = 10;                               // a request's header, from its first byte
+  int body_timeout_s = 30;                                 // a request's body, from the end of its header
   pipelines::Pooling pooling = pipelines::Pooling::kMean;  // /embed's
 };
 
-// Default HTTP threads beyond --max-concurrent-requests, so a full server still answers 429, /health and
-// /metrics at once (a connection holds a thread while it is open).
+// Default handler threads beyond --max-concurrent-requests, so a full server still answers 429, /health and
+// /metrics at once (an admitted request holds a handler thread while it waits for the model).
 inline constexpr std::size_t kSpareHttpThreads = 8;
 
 // The routes a model may serve, beside /tokenize, /info, /health and /metrics, which every model serves.

@@ -1,0 +1,143 @@
+#include "server/http/listener.hpp"
+
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+
+#include "flashdeberta/core/error.hpp"
+#include "server/http/connection.hpp"
+
+namespace flashdeberta::cli::server::http {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+namespace {
+
+// Pending connections the kernel keeps for accept(): enough for every client of a burst.
+constexpr int kListenBacklog = 1024;
+// How long accepting pauses when the process is out of file descriptors, rather than spinning on the error.
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+
+// Each connection is a file descriptor, and a server that costs no thread per connection is meant to hold
+// thousands: the soft limit (often 1024) is raised to the hard one.
+void raise_open_files_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+}  // namespace
+
+Listener::Listener(Limits const& limits, Application& app)
+    : limits_(limits),
+      app_(app),
+      io_(static_cast<int>(limits.io_threads)),
+      acceptor_(io_),
+      accept_pause_(io_),
+      pool_(limits.worker_threads) {}
+
+Listener::~Listener() = default;
+
+int Listener::bind(std::string const& host, int port) {
+  boost::system::error_code error;
+  tcp::resolver resolver(io_);
+  auto const endpoints = resolver.resolve(host, std::to_string(port), tcp::resolver::passive, error);
+  if (!error && !endpoints.empty()) {
+    tcp::endpoint const endpoint = endpoints.begin()->endpoint();
+    acceptor_.open(endpoint.protocol(), error);
+    // SO_REUSEADDR allows a restart while the old connections linger in TIME_WAIT; SO_REUSEPORT is left off,
+    // with which a second server would bind a port already served and silently take part of its connections.
+    if (!error) acceptor_.set_option(tcp::acceptor::reuse_address(true), error);
+    if (!error) acceptor_.bind(endpoint, error);
+    if (!error) acceptor_.listen(kListenBacklog, error);
+  }
+  if (error || !acceptor_.is_open()) {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    FLASHDEBERTA_REQUIRE(port != 0, "cannot listen on " << host << " (any port): is the address one of this host's?");
+    FLASHDEBERTA_REQUIRE(
+        false, "cannot listen on " << host << ":" << port << " (is the port in use, or the address not this host's?)");
+  }
+  raise_open_files_limit();
+  return acceptor_.local_endpoint().port();
+}
+
+void Listener::serve() {
+  accept();
+  std::vector<std::thread> threads;
+  for (std::size_t i = 1; i < limits_.io_threads; ++i) threads.emplace_back([this] { run(); });
+  run();
+  for (std::thread& thread : threads) thread.join();
+  pool_.stop();
+}
+
+void Listener::run() {
+  for (;;) {
+    try {
+      io_.run();
+      return;
+    } catch (std::exception const& e) {  // one connection's failure (out of memory) is not the server's
+      std::fprintf(stderr, "flashdeberta: HTTP I/O error: %s\n", e.what());
+    }
+  }
+}
+
+void Listener::stop() {
+  stopping_ = true;
+  asio::post(io_, [this] {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    accept_pause_.cancel();
+  });
+  std::vector<std::shared_ptr<Connection>> open;
+  {
+    // A connection's destructor takes the mutex (leave()), so none is released while it is held.
+    std::lock_guard const lock(mutex_);
+    for (auto const& [address, weak] : connections_)
+      if (auto connection = weak.lock()) open.push_back(std::move(connection));
+  }
+  for (auto const& connection : open) connection->stop();
+}
+
+bool Listener::enter(std::shared_ptr<Connection> const& connection) {
+  std::lock_guard const lock(mutex_);
+  if (stopping_) return false;
+  connections_.emplace(connection.get(), connection);
+  return true;
+}
+
+void Listener::leave(Connection* connection) {
+  std::lock_guard const lock(mutex_);
+  connections_.erase(connection);
+}
+
+void Listener::accept() {
+  // Each connection gets a strand of its own: its handlers never run at once, on whichever I/O thread.
+  acceptor_.async_accept(asio::make_strand(io_), [this](boost::system::error_code error, tcp::socket socket) {
+    if (error == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (error) {
+      // EMFILE and the like: the pending connection waits in the backlog until a descriptor is free.
+      accept_pause_.expires_after(kAcceptPause);
+      accept_pause_.async_wait([this](boost::system::error_code e) {
+        if (!e) accept();
+      });
+      return;
+    }
+    boost::system::error_code ignored;
+    // An answer's header and body go out in one write, but a client's next request must not wait for
+    // the delayed ACK of the last one (40 ms on Linux).
+    socket.set_option(tcp::no_delay(true), ignored);
+    std::make_shared<Connection>(std::move(socket), *this)->start();
+    accept();
+  });
+}
+
+}  // namespace flashdeberta::cli::server::http

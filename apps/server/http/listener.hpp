@@ -1,0 +1,64 @@
+// The listening socket, the I/O threads that run every connection's reads and writes (a few, whatever the
+// number of connections), the worker pool their handlers run on, and the stop: no more connections, idle
+// and half-read ones closed, the requests being answered answered.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "server/http/transport.hpp"
+#include "server/http/worker_pool.hpp"
+
+namespace flashdeberta::cli::server::http {
+
+class Connection;
+
+class Listener {
+ public:
+  Listener(Limits const& limits, Application& app);
+  ~Listener();
+  Listener(Listener const&) = delete;
+  Listener& operator=(Listener const&) = delete;
+
+  // Binds host:port (port 0: a free port chosen by the system) and returns the port; throws flashdeberta::Error
+  // naming the address when it cannot.
+  int bind(std::string const& host, int port);
+  // Serves connections on limits.io_threads threads (this one among them) until stop() and the last
+  // connection has closed, then waits for the worker pool to finish.
+  void serve();
+  // From any thread, before or during serve().
+  void stop();
+
+  // For the connections.
+  Limits const& limits() const { return limits_; }
+  Application& app() { return app_; }
+  WorkerPool& pool() { return pool_; }
+  bool stopping() const { return stopping_; }
+  bool enter(std::shared_ptr<Connection> const& connection);  // false once stopping: close it
+  void leave(Connection* connection);
+
+ private:
+  void accept();
+
+  void run();  // one I/O thread
+
+  Limits const limits_;
+  Application& app_;
+  // Before io_: a connection released with io_'s last handlers leaves the registry.
+  std::mutex mutex_;
+  std::unordered_map<Connection*, std::weak_ptr<Connection>> connections_;
+  std::atomic<bool> stopping_ = false;
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer accept_pause_;  // after accept() fails for want of file descriptors
+  WorkerPool pool_;
+};
+
+}  // namespace flashdeberta::cli::server::http

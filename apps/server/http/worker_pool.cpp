@@ -1,0 +1,80 @@
+#include "server/http/worker_pool.hpp"
+
+#include <utility>
+
+namespace flashdeberta::cli::server::http {
+
+WorkerPool::WorkerPool(std::size_t max_threads) : max_threads_(max_threads < 1 ? 1 : max_threads) {}
+
+WorkerPool::~WorkerPool() { stop(); }
+
+void WorkerPool::post(std::function<void()> task) {
+  std::unique_lock lock(mutex_);
+  if (stopping_) return;
+  tasks_.push_back(std::move(task));
+  join_finished(lock);
+  if (idle_ < tasks_.size() && running_ < max_threads_) {
+    ++running_;
+    std::thread thread([this] { work(); });
+    threads_.emplace(thread.get_id(), std::move(thread));
+  } else {
+    wake_.notify_one();
+  }
+}
+
+void WorkerPool::stop() {
+  std::unique_lock lock(mutex_);
+  stopping_ = true;
+  wake_.notify_all();
+  ended_.wait(lock, [this] { return running_ == 0; });
+  std::map<std::thread::id, std::thread> threads = std::move(threads_);
+  finished_.clear();
+  lock.unlock();
+  for (auto& [id, thread] : threads) thread.join();
+}
+
+std::size_t WorkerPool::threads() const {
+  std::lock_guard lock(mutex_);
+  return running_;
+}
+
+void WorkerPool::work() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    if (!tasks_.empty()) {
+      std::function<void()> task = std::move(tasks_.front());
+      tasks_.pop_front();
+      lock.unlock();
+      task();
+      task = nullptr;  // what the task holds (a connection, its request) goes before the lock is taken
+      lock.lock();
+      continue;
+    }
+    if (stopping_) break;
+    ++idle_;
+    bool const woken = wake_.wait_for(lock, kIdleExit, [this] { return !tasks_.empty() || stopping_; });
+    --idle_;
+    if (!woken && running_ > kKeptThreads) break;
+  }
+  --running_;
+  finished_.push_back(std::this_thread::get_id());
+  ended_.notify_all();
+}
+
+// Joins the threads that ended after their idle wait (each is past its last use of the pool, or about to be).
+void WorkerPool::join_finished(std::unique_lock<std::mutex>& lock) {
+  if (finished_.empty()) return;
+  std::vector<std::thread> ended;
+  for (std::thread::id const id : finished_) {
+    auto const it = threads_.find(id);
+    if (it == threads_.end()) continue;
+    ended.push_back(std::move(it->second));
+    threads_.erase(it);
+  }
+  finished_.clear();
+  lock.unlock();
+  for (std::thread& thread : ended) thread.join();
+  lock.lock();
+}
+
+}  // namespace flashdeberta::cli::server::http
