@@ -83,8 +83,9 @@ HttpServer::HttpServer(ModelService& service, Metrics& metrics, ServeOptions con
               [this, limits](std::string const& b) { return service_.embed(parse_embed_request(b, limits)); });
   model_route("/embed_all",
               [this, limits](std::string const& b) { return service_.embed_all(parse_embed_all_request(b, limits)); });
-  model_route("/similarity",
-              [this, limits](std::string const& b) { return service_.similarity(parse_similarity_request(b, limits)); });
+  model_route("/similarity", [this, limits](std::string const& b) {
+    return service_.similarity(parse_similarity_request(b, limits));
+  });
   for (char const* path : {"/v1/embeddings", "/embeddings"}) {
     model_route(path, [this, limits](std::string const& b) {
       return service_.openai_embeddings(parse_openai_embeddings_request(b, limits));

@@ -105,8 +105,8 @@ class ModelService {
     std::size_t hidden_size = 0;
     std::size_t tokens = 0;  // over all inputs
   };
-  TokenStates token_states(std::vector<EmbedInput> const& inputs, std::vector<std::string> const& names,
-                           bool truncate, tokenizer::TruncationSide side) const;
+  TokenStates token_states(std::vector<EmbedInput> const& inputs, std::vector<std::string> const& names, bool truncate,
+                           tokenizer::TruncationSide side) const;
   tokenizer::Encoding ids_encoding(std::vector<std::int64_t> ids, std::string const& name, bool truncate,
                                    tokenizer::TruncationSide side, runtime::InputLimit const& limit) const;
 
@@ -115,8 +115,7 @@ class ModelService {
   // batching queue. A task's refusals (runtime::InputError, UsageError) become the route's ApiError.
   runtime::TaskRun request_run(runtime::InputNames names) const;
   // Truncation to --max-input-length (longest_first, on `side`) when the request asks for it.
-  runtime::Truncate truncation(bool truncate,
-                               tokenizer::TruncationSide side = tokenizer::TruncationSide::kRight) const;
+  runtime::Truncate truncation(bool truncate, tokenizer::TruncationSide side = tokenizer::TruncationSide::kRight) const;
   bool serves(ModelRoute route) const;
   bool has_labels() const;  // a classification head: labels in /info and the start line
 

@@ -13,9 +13,7 @@ namespace {
 // TEI's ids are u32: a JSON integer from 0 to 2^32 - 1 (the vocabulary is checked when the ids run).
 constexpr std::uint64_t kMaxTokenId = std::numeric_limits<std::uint32_t>::max();
 
-bool is_token_id(Json const& value) {
-  return value.is_number_unsigned() && value.get<std::uint64_t>() <= kMaxTokenId;
-}
+bool is_token_id(Json const& value) { return value.is_number_unsigned() && value.get<std::uint64_t>() <= kMaxTokenId; }
 
 // A JSON array every element of which is a token id (an empty array included, as serde reads it).
 bool is_id_list(Json const& value) {
@@ -111,8 +109,7 @@ SimilarityRequest parse_similarity_request(std::string_view body, RequestLimits 
   SimilarityRequest request;
   request.source_sentence = inputs.string(inputs.require("source_sentence"), "inputs.source_sentence");
   Json const& sentences = inputs.require("sentences");
-  if (!sentences.is_array())
-    fail_validation("inputs.sentences must be a list of texts, found " + describe(sentences));
+  if (!sentences.is_array()) fail_validation("inputs.sentences must be a list of texts, found " + describe(sentences));
   if (sentences.empty()) fail_empty("inputs.sentences is an empty list; send at least one text");
   // The source sentence runs with the others: TEI counts it against --max-client-batch-size too.
   check_batch_size(sentences.size() + 1, "inputs.sentences (with the source sentence)", limits);
@@ -155,7 +152,8 @@ DecodeRequest parse_decode_request(std::string_view body, RequestLimits const& l
   } else if (ids.is_array()) {
     if (ids.empty()) fail_empty("ids is an empty list; send at least one token id");
     check_batch_size(ids.size(), "ids", limits);
-    for (std::size_t i = 0; i < ids.size(); ++i) request.ids.push_back(id_list(ids[i], "ids[" + std::to_string(i) + "]"));
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      request.ids.push_back(id_list(ids[i], "ids[" + std::to_string(i) + "]"));
   } else {
     fail_validation("ids must be a list of token ids or a list of such lists, found " + describe(ids));
   }

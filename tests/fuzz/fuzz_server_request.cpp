@@ -48,9 +48,8 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
       if (input.ids && input.ids->empty()) return false;
     return true;
   };
-  try_route(body, server::parse_embed_request, [&](auto const& r) {
-    fz::fuzz_check(inputs_within(r.inputs), "/embed: inputs outside the limits taken");
-  });
+  try_route(body, server::parse_embed_request,
+            [&](auto const& r) { fz::fuzz_check(inputs_within(r.inputs), "/embed: inputs outside the limits taken"); });
   try_route(body, server::parse_embed_all_request, [&](auto const& r) {
     fz::fuzz_check(inputs_within(r.inputs), "/embed_all: inputs outside the limits taken");
   });
