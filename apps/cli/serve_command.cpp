@@ -1,6 +1,7 @@
 // flashdeberta serve: the checkpoint behind an HTTP endpoint (apps/server/): text-embeddings-
-// inference's routes where it has them (/predict, /rerank, /embed, /tokenize, /info, /health, /metrics) and
-// HF's pipelines for the others (/zero-shot, /fill-mask, /ner), GLiNER's entities (/gliner), with dynamic batching, a
+// inference's routes where it has them (/predict, /rerank, /embed, /embed_all, /similarity, /v1/embeddings,
+// /tokenize, /decode, POST /, /invocations, /info, /health, /ping, /metrics) and HF's pipelines for the others
+// (/zero-shot, /fill-mask, /ner, /text-classification), GLiNER's entities (/gliner), with dynamic batching, a
 // bounded queue and a graceful stop on SIGTERM or SIGINT.
 #include <pthread.h>
 #include <signal.h>

@@ -8,6 +8,7 @@
 #include "server/api_error.hpp"
 #include "server/http/listener.hpp"
 #include "server/requests.hpp"
+#include "server/tei_requests.hpp"
 
 namespace flashdeberta::cli::server {
 
@@ -73,6 +74,25 @@ HttpServer::HttpServer(ModelService& service, Metrics& metrics, ServeOptions con
               [this, limits](std::string const& b) { return service_.rerank(parse_rerank_request(b, limits)); });
   model_route("/embed",
               [this, limits](std::string const& b) { return service_.embed(parse_embed_request(b, limits)); });
+  model_route("/embed_all",
+              [this, limits](std::string const& b) { return service_.embed_all(parse_embed_all_request(b, limits)); });
+  model_route("/similarity", [this, limits](std::string const& b) {
+    return service_.similarity(parse_similarity_request(b, limits));
+  });
+  for (char const* path : {"/v1/embeddings", "/embeddings"}) {
+    model_route(path, [this, limits](std::string const& b) {
+      return service_.openai_embeddings(parse_openai_embeddings_request(b, limits));
+    });
+  }
+  model_route("/decode",
+              [this, limits](std::string const& b) { return service_.decode(parse_decode_request(b, limits)); });
+  model_route("/text-classification", [this, limits](std::string const& b) {
+    return service_.text_classification(parse_text_classification_request(b, limits));
+  });
+  // TEI's route for the model's kind, on / and on SageMaker's /invocations.
+  for (char const* path : {"/", "/invocations"}) {
+    model_route(path, [this, limits](std::string const& b) { return service_.default_route(b, limits); });
+  }
   model_route("/zero-shot",
               [this, limits](std::string const& b) { return service_.zero_shot(parse_zero_shot_request(b, limits)); });
   model_route("/fill-mask",
@@ -86,10 +106,13 @@ HttpServer::HttpServer(ModelService& service, Metrics& metrics, ServeOptions con
   plain_route("GET", "/info", [this](HttpRequest const&, HttpResponse& response) {
     response.set_content(dump(service_.info()), "application/json");
   });
-  plain_route("GET", "/health", [this](HttpRequest const&, HttpResponse& response) {
-    if (stopping_) throw ApiError(kUnavailable, ErrorType::kUnhealthy, "the server is shutting down");
-    response.set_content("", "text/plain");
-  });
+  // TEI answers its health check on GET /health, / (HF's Inference API) and /ping (SageMaker).
+  for (char const* path : {"/health", "/", "/ping"}) {
+    plain_route("GET", path, [this](HttpRequest const&, HttpResponse& response) {
+      if (stopping_) throw ApiError(kUnavailable, ErrorType::kUnhealthy, "the server is shutting down");
+      response.set_content("", "text/plain");
+    });
+  }
   plain_route("GET", "/metrics", [this](HttpRequest const&, HttpResponse& response) {
     response.set_content(metrics_.render(service_.gauges()), "text/plain; version=0.0.4");
   });

@@ -132,10 +132,15 @@ std::vector<std::string> ModelService::routes() const {
   std::vector<std::string> out;
   for (ModelRoute route : {ModelRoute::kPredict, ModelRoute::kRerank, ModelRoute::kZeroShot, ModelRoute::kEmbed,
                            ModelRoute::kFillMask, ModelRoute::kNer, ModelRoute::kGliner}) {
-    if (serves(route)) out.emplace_back(route_path(route));
+    if (!serves(route)) continue;
+    out.emplace_back(route_path(route));
+    for (std::string_view path : companion_paths(route)) out.emplace_back(path);
   }
-  if (!gliner_) out.emplace_back("/tokenize");
-  for (char const* always : {"/info", "/health", "/metrics"}) out.emplace_back(always);
+  if (!gliner_) {
+    out.emplace_back("/tokenize");
+    out.emplace_back("/decode");
+  }
+  for (char const* always : {"/", "/invocations", "/info", "/health", "/ping", "/metrics"}) out.emplace_back(always);
   return out;
 }
 
@@ -159,9 +164,9 @@ runtime::TaskRun ModelService::request_run(runtime::InputNames names) const {
   return runtime::TaskRun{std::move(names), {run, read}, queue_.get()};
 }
 
-runtime::Truncate ModelService::truncation(bool truncate) const {
+runtime::Truncate ModelService::truncation(bool truncate, tokenizer::TruncationSide side) const {
   if (!truncate) return {};
-  return {static_cast<std::size_t>(max_input_length_), tokenizer::Truncation::kLongestFirst};
+  return {static_cast<std::size_t>(max_input_length_), tokenizer::Truncation::kLongestFirst, side};
 }
 
 JsonOut ModelService::info() const {

@@ -24,6 +24,7 @@
 #include "server/batch_queue.hpp"
 #include "server/metrics.hpp"
 #include "server/requests.hpp"
+#include "server/tei_requests.hpp"
 
 namespace flashdeberta::cli::server {
 
@@ -54,6 +55,9 @@ inline constexpr std::size_t kSpareHttpThreads = 8;
 
 // The routes a model may serve, beside /tokenize, /info, /health and /metrics, which every model serves.
 enum class ModelRoute { kPredict, kRerank, kEmbed, kZeroShot, kFillMask, kNer, kGliner };
+// The routes each model serves beside its ModelRoute: TEI's embedding routes with /embed, HF's
+// text-classification with /predict (tei_routes.cpp).
+std::vector<std::string_view> companion_paths(ModelRoute route);
 std::string_view route_path(ModelRoute route);  // "/predict", ...
 
 class ModelService {
@@ -79,7 +83,6 @@ class ModelService {
 
   JsonOut predict(PredictRequest const& request) const;
   JsonOut rerank(RerankRequest const& request) const;
-  JsonOut embed(EmbedRequest const& request) const;
   JsonOut tokenize(TokenizeRequest const& request) const;
   JsonOut zero_shot(ZeroShotRequest const& request) const;
   JsonOut fill_mask(FillMaskRequest const& request) const;
@@ -87,13 +90,35 @@ class ModelService {
   JsonOut gliner(GlinerRequest const& request) const;
   JsonOut info() const;
 
+  // TEI's other routes (tei_routes.cpp): the embedding model's routes, /decode, HF's text-classification,
+  // and what POST / and /invocations run for this model (TEI's route for its kind).
+  JsonOut embed(EmbedRequest const& request) const;
+  JsonOut embed_all(EmbedAllRequest const& request) const;
+  JsonOut similarity(SimilarityRequest const& request) const;
+  JsonOut openai_embeddings(OpenAiEmbeddingsRequest const& request) const;
+  JsonOut decode(DecodeRequest const& request) const;
+  JsonOut text_classification(TextClassificationRequest const& request) const;
+  JsonOut default_route(std::string_view body, RequestLimits const& limits) const;
+
  private:
+  // Each input's last hidden states (tokens x hidden_size, row-major) and its number of tokens: texts
+  // encoded as every task encodes them, token ids run as given (tei_routes.cpp).
+  struct TokenStates {
+    std::vector<std::vector<float>> rows;
+    std::size_t hidden_size = 0;
+    std::size_t tokens = 0;  // over all inputs
+  };
+  TokenStates token_states(std::vector<EmbedInput> const& inputs, std::vector<std::string> const& names, bool truncate,
+                           tokenizer::TruncationSide side) const;
+  tokenizer::Encoding ids_encoding(std::vector<std::int64_t> ids, std::string const& name, bool truncate,
+                                   tokenizer::TruncationSide side, runtime::InputLimit const& limit) const;
+
   // A request's run of its task: its inputs named as the request body names them, each bounded by
   // --max-input-length as it runs (and by --max-batch-tokens as it is read), the forwards through the
   // batching queue. A task's refusals (runtime::InputError, UsageError) become the route's ApiError.
   runtime::TaskRun request_run(runtime::InputNames names) const;
-  // Truncation to --max-input-length (longest_first, on the right) when the request asks for it.
-  runtime::Truncate truncation(bool truncate) const;
+  // Truncation to --max-input-length (longest_first, on `side`) when the request asks for it.
+  runtime::Truncate truncation(bool truncate, tokenizer::TruncationSide side = tokenizer::TruncationSide::kRight) const;
   bool serves(ModelRoute route) const;
   bool has_labels() const;  // a classification head: labels in /info and the start line
 

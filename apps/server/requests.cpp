@@ -1,153 +1,14 @@
 #include "server/requests.hpp"
 
 #include <cstdint>
-#include <limits>
 #include <optional>
-#include <set>
 
-#include "flashdeberta/core/error.hpp"
 #include "flashdeberta/gliner/gliner_long_text.hpp"
-#include "flashdeberta/io/json.hpp"
-#include "server/api_error.hpp"
+#include "server/request_fields.hpp"
 
 namespace flashdeberta::cli::server {
 
-namespace {
-
-using io::Json;
-
-std::string describe(Json const& value) { return io::json_describe(value, 60); }
-
-// The body as a JSON object. Malformed JSON, invalid UTF-8, a NUL byte, nesting beyond 64 levels and
-// duplicate keys are refused by the library's strict reader (the same one config.json goes through).
-Json parse_object(std::string_view body, std::string_view route) {
-  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
-    fail_malformed("the request body is empty; " + std::string(route) +
-                   " takes a JSON object such as {\"inputs\": \"some text\"}");
-  }
-  Json root;
-  try {
-    root = io::parse_json(body, route, "request body");
-  } catch (Error const& e) {
-    fail_malformed(e.what());
-  }
-  if (!root.is_object()) fail_malformed("the request body must be a JSON object, found " + describe(root));
-  return root;
-}
-
-// The fields of one JSON object, each read at most once; finish() refuses the fields nobody read, so a
-// misspelt option ("raw_score") is named instead of silently ignored. A field holding null counts as
-// absent (TEI's optional fields are nullable).
-class Fields {
- public:
-  Fields(Json const& object, std::string prefix, std::string accepted)
-      : object_(object), prefix_(std::move(prefix)), accepted_(std::move(accepted)) {}
-
-  std::string name(std::string_view key) const { return prefix_ + std::string(key); }
-
-  Json const* take(std::string_view key) {
-    read_.insert(std::string(key));
-    auto const it = object_.find(key);
-    return it == object_.end() || it->is_null() ? nullptr : &*it;
-  }
-
-  Json const& require(std::string_view key) {
-    Json const* value = take(key);
-    if (value == nullptr) fail_validation("missing field '" + name(key) + "' (the request takes " + accepted_ + ")");
-    return *value;
-  }
-
-  bool boolean(std::string_view key, bool fallback) {
-    Json const* value = take(key);
-    if (value == nullptr) return fallback;
-    if (!value->is_boolean()) fail_validation(name(key) + " must be true or false, found " + describe(*value));
-    return value->get<bool>();
-  }
-
-  std::string string(Json const& value, std::string const& what) const {
-    if (!value.is_string()) fail_validation(what + " must be a string, found " + describe(value));
-    return value.get<std::string>();
-  }
-
-  std::optional<std::size_t> count(std::string_view key, std::size_t min) {
-    Json const* value = take(key);
-    if (value == nullptr) return std::nullopt;
-    if (!value->is_number_integer() || value->get<std::int64_t>() < static_cast<std::int64_t>(min)) {
-      fail_validation(name(key) + " must be an integer of at least " + std::to_string(min) + ", found " +
-                      describe(*value));
-    }
-    return static_cast<std::size_t>(value->get<std::int64_t>());
-  }
-
-  // A nested object ("parameters"), or nullptr.
-  Json const* object(std::string_view key) {
-    Json const* value = take(key);
-    if (value != nullptr && !value->is_object())
-      fail_validation(name(key) + " must be a JSON object, found " + describe(*value));
-    return value;
-  }
-
-  void finish() const {
-    for (auto const& [key, value] : object_.items()) {
-      if (!read_.contains(key))
-        fail_validation("unknown field '" + name(key) + "' (the request takes " + accepted_ + ")");
-    }
-  }
-
- private:
-  Json const& object_;
-  std::string prefix_;
-  std::string accepted_;
-  std::set<std::string, std::less<>> read_;
-};
-
-void check_batch_size(std::size_t size, std::string const& what, RequestLimits const& limits) {
-  if (size > limits.max_client_batch_size) {
-    throw ApiError(kPayloadTooLarge, ErrorType::kValidation,
-                   what + " holds " + std::to_string(size) + " entries, more than the " +
-                       std::to_string(limits.max_client_batch_size) +
-                       " a request may hold (--max-client-batch-size); split it into several requests");
-  }
-}
-
-// "text" or ["text", ...]: the texts, and whether they came as a list.
-std::vector<std::string> text_list(Fields const& fields, Json const& value, std::string const& what,
-                                   RequestLimits const& limits, bool& batch) {
-  batch = value.is_array();
-  if (!batch) return {fields.string(value, what)};
-  if (value.empty()) fail_empty(what + " is an empty list; send at least one text");
-  check_batch_size(value.size(), what, limits);
-  std::vector<std::string> texts;
-  for (std::size_t i = 0; i < value.size(); ++i)
-    texts.push_back(fields.string(value[i], what + "[" + std::to_string(i) + "]"));
-  return texts;
-}
-
-// TEI's truncation_direction: only "Right" (HF's default, what the tokenizer does) is served.
-void check_truncation_direction(Fields& fields) {
-  Json const* value = fields.take("truncation_direction");
-  if (value == nullptr) return;
-  std::string const direction = fields.string(*value, "truncation_direction");
-  if (direction != "Right" && direction != "right")
-    fail_validation("truncation_direction '" + direction + "' is not served: texts are truncated on the right");
-}
-
-// TEI's prompt_name: sentence-transformers prompts, which DeBERTa checkpoints do not define.
-void refuse_prompt_name(Fields& fields) {
-  if (Json const* value = fields.take("prompt_name"))
-    fail_validation("prompt_name " + describe(*value) + " is not served: the checkpoint defines no prompts");
-}
-
-// The option `key` from the top level or from "parameters" (HF's Inference API), not both.
-Json const* option(Fields& top, Fields* parameters, std::string_view key) {
-  Json const* direct = top.take(key);
-  Json const* nested = parameters != nullptr ? parameters->take(key) : nullptr;
-  if (direct != nullptr && nested != nullptr)
-    fail_validation(std::string(key) + " is given both at the top level and in parameters; give it once");
-  return direct != nullptr ? direct : nested;
-}
-
-}  // namespace
+using namespace fields;
 
 PredictRequest parse_predict_request(std::string_view body, RequestLimits const& limits) {
   Json const root = parse_object(body, "/predict");
@@ -179,8 +40,7 @@ PredictRequest parse_predict_request(std::string_view body, RequestLimits const&
   }
   request.raw_scores = fields.boolean("raw_scores", false);
   request.truncate = fields.boolean("truncate", false);
-  check_truncation_direction(fields);
-  fields.finish();
+  request.side = truncation_side(fields);
   return request;
 }
 
@@ -197,24 +57,7 @@ RerankRequest parse_rerank_request(std::string_view body, RequestLimits const& l
   request.return_text = fields.boolean("return_text", false);
   request.truncate = fields.boolean("truncate", false);
   request.top_n = fields.count("top_n", 1);
-  check_truncation_direction(fields);
-  fields.finish();
-  return request;
-}
-
-EmbedRequest parse_embed_request(std::string_view body, RequestLimits const& limits) {
-  Json const root = parse_object(body, "/embed");
-  Fields fields(root, "", "inputs, normalize, truncate, truncation_direction");
-  EmbedRequest request;
-  bool batch = false;
-  request.inputs = text_list(fields, fields.require("inputs"), "inputs", limits, batch);
-  request.normalize = fields.boolean("normalize", true);
-  request.truncate = fields.boolean("truncate", false);
-  check_truncation_direction(fields);
-  refuse_prompt_name(fields);
-  if (Json const* dimensions = fields.take("dimensions"))
-    fail_validation("dimensions " + describe(*dimensions) + " is not served: embeddings have the model's hidden size");
-  fields.finish();
+  request.side = truncation_side(fields);
   return request;
 }
 
@@ -226,7 +69,6 @@ TokenizeRequest parse_tokenize_request(std::string_view body, RequestLimits cons
   request.inputs = text_list(fields, fields.require("inputs"), "inputs", limits, batch);
   request.add_special_tokens = fields.boolean("add_special_tokens", true);
   refuse_prompt_name(fields);
-  fields.finish();
   return request;
 }
 
@@ -239,7 +81,7 @@ ZeroShotRequest parse_zero_shot_request(std::string_view body, RequestLimits con
   std::optional<Fields> parameters;
   if (parameters_object != nullptr)
     parameters.emplace(*parameters_object, "parameters.", "candidate_labels, hypothesis_template, multi_label");
-  Fields* nested = parameters ? &*parameters : nullptr;
+  Fields const* nested = parameters ? &*parameters : nullptr;
   Json const* labels = option(fields, nested, "candidate_labels");
   if (labels == nullptr)
     fail_validation("missing field 'candidate_labels' (a list of labels, or one text \"a, b, c\")");
@@ -257,8 +99,6 @@ ZeroShotRequest parse_zero_shot_request(std::string_view body, RequestLimits con
     if (!value->is_boolean()) fail_validation("multi_label must be true or false, found " + describe(*value));
     request.multi_label = value->get<bool>();
   }
-  fields.finish();
-  if (nested != nullptr) nested->finish();
   return request;
 }
 
@@ -275,8 +115,6 @@ FillMaskRequest parse_fill_mask_request(std::string_view body, RequestLimits con
       fail_validation("top_k must be an integer of at least 1, found " + describe(*value));
     request.top_k = static_cast<std::size_t>(value->get<std::int64_t>());
   }
-  fields.finish();
-  if (parameters) parameters->finish();
   return request;
 }
 
@@ -321,7 +159,6 @@ GlinerRequest parse_gliner_request(std::string_view body, RequestLimits const& l
       fail_validation("window_overlap must be an integer of at least 0, found " + describe(*value));
     request.window_overlap = value->get<std::int64_t>();
   }
-  fields.finish();
   return request;
 }
 
@@ -330,7 +167,6 @@ NerRequest parse_ner_request(std::string_view body, RequestLimits const& limits)
   Fields fields(root, "", "inputs");
   NerRequest request;
   request.inputs = text_list(fields, fields.require("inputs"), "inputs", limits, request.batch);
-  fields.finish();
   return request;
 }
 

@@ -1,5 +1,5 @@
 // The request bodies of the server's routes, parsed and checked before any work: text-embeddings-
-// inference's shapes for /predict, /rerank, /embed and /tokenize, HF's pipeline arguments for
+// inference's shapes for /predict, /rerank and /tokenize (its other routes: tei_requests.hpp), HF's pipeline arguments for
 // /zero-shot, /fill-mask and /ner, GLiNER's for /gliner. A body that is not what the route takes is refused with an
 // ApiError naming the field and what was found ("inputs[2] must be a string, found integer 5").
 #pragma once
@@ -13,6 +13,7 @@
 
 #include "flashdeberta/gliner/gliner_decoding.hpp"
 #include "flashdeberta/runtime/text_input.hpp"
+#include "flashdeberta/tokenizer/encoding.hpp"
 
 namespace flashdeberta::cli::server {
 
@@ -25,29 +26,24 @@ struct RequestLimits {
 using runtime::TextInput;
 
 // POST /predict {"inputs": "text" | ["text", "pair"] | [["text"], ["text", "pair"], ...], "raw_scores",
-// "truncate"}. `batch`: the answer is a list per input (TEI answers a single input with its list alone).
+// "truncate", "truncation_direction"}. `batch`: the answer is a list per input (TEI answers a single input with its list alone).
 struct PredictRequest {
   std::vector<TextInput> inputs;
   bool batch = false;
   bool raw_scores = false;
   bool truncate = false;
+  tokenizer::TruncationSide side = tokenizer::TruncationSide::kRight;  // truncation_direction
 };
 
-// POST /rerank {"query", "texts", "raw_scores", "return_text", "truncate", "top_n"}.
+// POST /rerank {"query", "texts", "raw_scores", "return_text", "truncate", "truncation_direction", "top_n"}.
 struct RerankRequest {
   std::string query;
   std::vector<std::string> texts;
   bool raw_scores = false;
   bool return_text = false;
   bool truncate = false;
+  tokenizer::TruncationSide side = tokenizer::TruncationSide::kRight;
   std::optional<std::size_t> top_n;
-};
-
-// POST /embed {"inputs": "text" | ["text", ...], "normalize", "truncate"}.
-struct EmbedRequest {
-  std::vector<std::string> inputs;
-  bool normalize = true;  // TEI's default
-  bool truncate = false;
 };
 
 // POST /tokenize {"inputs": "text" | ["text", ...], "add_special_tokens"}.
@@ -95,7 +91,6 @@ struct GlinerRequest {
 
 PredictRequest parse_predict_request(std::string_view body, RequestLimits const& limits);
 RerankRequest parse_rerank_request(std::string_view body, RequestLimits const& limits);
-EmbedRequest parse_embed_request(std::string_view body, RequestLimits const& limits);
 TokenizeRequest parse_tokenize_request(std::string_view body, RequestLimits const& limits);
 ZeroShotRequest parse_zero_shot_request(std::string_view body, RequestLimits const& limits);
 FillMaskRequest parse_fill_mask_request(std::string_view body, RequestLimits const& limits);

@@ -40,7 +40,7 @@ std::vector<std::size_t> code_point_bytes(std::string const& text) {
 
 JsonOut ModelService::predict(PredictRequest const& request) const {
   require(ModelRoute::kPredict);
-  runtime::ClassifyOptions options{.truncate = truncation(request.truncate)};
+  runtime::ClassifyOptions options{.truncate = truncation(request.truncate, request.side)};
   if (request.raw_scores) options.function = pipelines::ScoreFunction::kNone;  // TEI: the logits, highest first
   auto const results = pipeline_->classify(request.inputs, options, request_run(body_names("inputs", request.batch)));
   JsonOut all = JsonOut::array();
@@ -72,7 +72,7 @@ JsonOut ModelService::ner(NerRequest const& request) const {
 JsonOut ModelService::rerank(RerankRequest const& request) const {
   require(ModelRoute::kRerank);
   runtime::RerankOptions const options{
-      .top_n = request.top_n, .raw_scores = request.raw_scores, .truncate = truncation(request.truncate)};
+      .top_n = request.top_n, .raw_scores = request.raw_scores, .truncate = truncation(request.truncate, request.side)};
   auto const ranked =
       pipeline_->rerank(request.query, request.texts, options, request_run(runtime::InputNames::indexed("texts")));
   return runtime::rerank_json(ranked, request.texts, request.return_text);
@@ -90,17 +90,6 @@ JsonOut ModelService::zero_shot(ZeroShotRequest const& request) const {
   for (std::size_t i = 0; i < results.size(); ++i)
     all.push_back(runtime::zero_shot_json(request.inputs[i], results[i]));
   return one_or_all(std::move(all), request.batch);
-}
-
-JsonOut ModelService::embed(EmbedRequest const& request) const {
-  require(ModelRoute::kEmbed);
-  runtime::EmbedOptions const options{
-      .pooling = options_.pooling, .normalize = request.normalize, .truncate = truncation(request.truncate)};
-  auto const vectors =
-      pipeline_->embed(request.inputs, options, request_run(body_names("inputs", request.inputs.size() > 1)));
-  JsonOut all = JsonOut::array();
-  for (std::vector<float> const& v : vectors) all.push_back(v);
-  return all;  // TEI answers a list of vectors whatever the input
 }
 
 // GLiNER requests do not go through the batching queue (its batches are of one head's rows): each runs on

@@ -76,6 +76,7 @@ tokenizer::Encoding encode_input(tokenizer::Tokenizer const& tokenizer, ModelCon
   options.token_limit = static_cast<std::size_t>(stop.tokens);
   options.max_length = truncate.max_length;
   options.truncation = truncate.strategy;
+  options.side = truncate.side;
   tokenizer::Encoding e;
   try {
     e = pair != nullptr ? tokenizer.encode(text, *pair, options) : tokenizer.encode(text, options);

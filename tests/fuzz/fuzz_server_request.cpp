@@ -1,5 +1,6 @@
-// libFuzzer target: the HTTP server's request bodies (apps/server/requests.cpp), the bytes a client
-// sends to /predict, /rerank, /embed, /tokenize, /zero-shot, /fill-mask, /ner and /gliner. Each body goes
+// libFuzzer target: the HTTP server's request bodies (apps/server/requests.cpp, tei_requests.cpp), the bytes a
+// client sends to /predict, /rerank, /embed, /tokenize, /zero-shot, /fill-mask, /ner, /gliner, /embed_all,
+// /similarity, /v1/embeddings, /decode and /text-classification. Each body goes
 // through every route's parser. A body is either taken, within the limits (no more inputs, texts or labels than
 // max_client_batch_size), or refused with an ApiError of a 4xx status; anything else (another exception, a
 // crash, a hang) is a bug.
@@ -10,6 +11,7 @@
 #include "fuzz_support.hpp"
 #include "server/api_error.hpp"
 #include "server/requests.hpp"
+#include "server/tei_requests.hpp"
 
 namespace fz = flashdeberta::fuzz;
 namespace server = flashdeberta::cli::server;
@@ -39,8 +41,31 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
   try_route(body, server::parse_rerank_request, [](auto const& r) {
     fz::fuzz_check(!r.texts.empty() && within(r.texts.size()), "/rerank: texts outside the limits taken");
   });
-  try_route(body, server::parse_embed_request, [](auto const& r) {
-    fz::fuzz_check(!r.inputs.empty() && within(r.inputs.size()), "/embed: inputs outside the limits taken");
+  // TEI's Input: one input, or a list within the limits; token ids never an empty list.
+  auto const inputs_within = [](server::EmbedInputs const& in) {
+    if (in.inputs.empty() || (!in.batch && in.inputs.size() != 1) || !within(in.inputs.size())) return false;
+    for (auto const& input : in.inputs)
+      if (input.ids && input.ids->empty()) return false;
+    return true;
+  };
+  try_route(body, server::parse_embed_request,
+            [&](auto const& r) { fz::fuzz_check(inputs_within(r.inputs), "/embed: inputs outside the limits taken"); });
+  try_route(body, server::parse_embed_all_request, [&](auto const& r) {
+    fz::fuzz_check(inputs_within(r.inputs), "/embed_all: inputs outside the limits taken");
+  });
+  try_route(body, server::parse_openai_embeddings_request, [&](auto const& r) {
+    fz::fuzz_check(inputs_within(r.inputs), "/v1/embeddings: input outside the limits taken");
+  });
+  try_route(body, server::parse_similarity_request, [](auto const& r) {
+    fz::fuzz_check(!r.sentences.empty() && within(r.sentences.size() + 1), "/similarity: sentences outside the limits");
+  });
+  try_route(body, server::parse_decode_request, [](auto const& r) {
+    bool ok = !r.ids.empty() && within(r.ids.size());
+    for (auto const& ids : r.ids) ok = ok && !ids.empty();
+    fz::fuzz_check(ok, "/decode: ids outside the limits taken");
+  });
+  try_route(body, server::parse_text_classification_request, [](auto const& r) {
+    fz::fuzz_check(!r.inputs.empty() && within(r.inputs.size()), "/text-classification: inputs outside the limits");
   });
   try_route(body, server::parse_tokenize_request, [](auto const& r) {
     fz::fuzz_check(!r.inputs.empty() && within(r.inputs.size()), "/tokenize: inputs outside the limits taken");

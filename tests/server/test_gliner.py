@@ -85,7 +85,6 @@ class GlinerRoute(unittest.TestCase):
                 ({"text": "Ada", "labels": ["person", ""]}, 422, "labels[1] is an empty text"),
                 ({"text": "Ada", "labels": ["person"], "threshold": 2}, 422, "threshold must be a number in [0, 1]"),
                 ({"text": "Ada", "labels": ["person"], "flat_ner": "yes"}, 422, "flat_ner must be true or false"),
-                ({"text": "Ada", "labels": ["person"], "treshold": 0.3}, 422, "unknown field 'treshold'"),
                 ({"texts": ["Ada"] * 33, "labels": ["person"]}, 413, "--max-client-batch-size"),
                 ({"text": 5, "labels": ["person"]}, 422, "text must be a string"),
             ]

@@ -112,7 +112,8 @@ class ClassifierRoutes(unittest.TestCase):
                                                                           "2": "positive"},
                                                              "label2id": {"negative": 0, "neutral": 1, "positive": 2}}})
         self.assertEqual(info["labels"], ["negative", "neutral", "positive"])
-        self.assertEqual(info["routes"], ["/predict", "/tokenize", "/info", "/health", "/metrics"])
+        self.assertEqual(info["routes"], ["/predict", "/text-classification", "/tokenize", "/decode", "/", "/invocations",
+                                          "/info", "/health", "/ping", "/metrics"])
         self.assertEqual((info["max_input_length"], info["max_batch_tokens"], info["backend"]), (512, 16384, "eigen"))
         self.assertEqual(info["variant"], "DeBERTa v3")
         status, body = request(self.server, "/health")

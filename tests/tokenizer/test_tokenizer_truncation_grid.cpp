@@ -193,3 +193,35 @@ TEST_CASE("longest_first counts whole pre-tokens where HF stops tokenizing early
   CHECK(tok::hf_tokenized_length(c, 8) == 8);
   CHECK(tok::hf_tokenized_length(c, 100) == 8);
 }
+
+TEST_CASE("truncation on the left keeps the last tokens and counts HF's early stop from the end") {
+  auto const numbered = [](std::vector<std::size_t> const& sizes, std::int64_t first_id) {
+    tok::TokenList list;
+    std::int64_t id = first_id;
+    for (std::size_t w : sizes) {
+      for (std::size_t k = 0; k < w; ++k)
+        list.push_back(id++, "t", {}, k == 0 ? tok::PreTokenPosition::kFirst : tok::PreTokenPosition::kInside);
+    }
+    return list;
+  };
+  tok::EncodeOptions o;
+  o.max_length = 5;  // budget 3 for one text with its 2 special tokens
+  o.side = tok::TruncationSide::kLeft;
+  tok::TokenList a = numbered({1, 1, 1, 1, 1}, 10);
+  tok::truncate_tokens(a, nullptr, o);
+  CHECK(a.ids == std::vector<std::int64_t>{12, 13, 14});
+  // From the end, A's pre-tokens of 3, 2 and 2 tokens stop at 7 for HF's max_length 5; from the start the
+  // same list stops at 3 + 2 = 5.
+  tok::TokenList b = numbered({3, 2, 2}, 0);
+  CHECK(tok::hf_tokenized_length(b, 5, tok::TruncationSide::kLeft) == 7);
+  CHECK(tok::hf_tokenized_length(b, 5) == 5);
+  CHECK(tok::hf_tokenized_length(b, 2, tok::TruncationSide::kLeft) == 2);
+  // A pair into max_length 8 (budget 5): both longer than it, so a tie; 2 for the first, 3 for the second,
+  // each keeping its last tokens.
+  o.max_length = 8;
+  tok::TokenList p = numbered({1, 1, 1, 1, 1, 1}, 0);
+  tok::TokenList q = numbered({1, 1, 1, 1, 1, 1}, 100);
+  tok::truncate_tokens(p, &q, o);
+  CHECK(p.ids == std::vector<std::int64_t>{4, 5});
+  CHECK(q.ids == std::vector<std::int64_t>{103, 104, 105});
+}

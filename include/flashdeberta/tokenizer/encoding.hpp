@@ -61,6 +61,17 @@ struct TokenList {
     offsets.resize(n);
     positions.resize(n);
   }
+  // Keeps the last n tokens (HF's truncation_side "left").
+  void truncate_front(std::size_t n) {
+    if (n >= size()) return;
+    auto const drop = static_cast<std::ptrdiff_t>(size() - n);
+    ids.erase(ids.begin(), ids.begin() + drop);
+    tokens.erase(tokens.begin(), tokens.begin() + drop);
+    offsets.erase(offsets.begin(), offsets.begin() + drop);
+    positions.erase(positions.begin(), positions.begin() + drop);
+  }
+  // Keeps n tokens from the end `side` says truncation keeps.
+  void keep(std::size_t n, bool from_front) { from_front ? truncate(n) : truncate_front(n); }
 };
 
 // One encoded sequence (or pair), as HF's BatchEncoding row: every vector has size() entries.
@@ -82,6 +93,12 @@ enum class Truncation {
   kOnlySecond,
 };
 
+// Which end of a sequence truncation cuts (HF's tokenizer.truncation_side, TEI's truncation_direction).
+enum class TruncationSide {
+  kRight,  // keep the first tokens (HF's default)
+  kLeft,   // keep the last tokens
+};
+
 enum class Padding {
   kNone,
   kLongest,    // pad a batch to its longest row
@@ -92,6 +109,7 @@ struct EncodeOptions {
   bool add_special_tokens = true;
   std::optional<std::size_t> max_length;  // unset: no truncation, and Padding::kMaxLength is an error
   Truncation truncation = Truncation::kLongestFirst;
+  TruncationSide side = TruncationSide::kRight;
   Padding padding = Padding::kNone;
   // The most tokens the encoding may hold, special tokens included, counted before truncation: a text (or
   // pair) making more is refused with TokenLimitError, and tokenizing stops as soon as that is certain,
@@ -192,7 +210,22 @@ inline std::size_t special_token_count(SpecialIds const& specials, bool pair, bo
 // `max_length`: since 0.23 it stops tokenizing a sequence early (PreTokenizedString::tokenize_with_limit),
 // after the first pre-token that brings the count to max_length or more, and drops the pre-tokens after
 // it. Added tokens count but never stop it. The limit is max_length itself, special tokens included.
-inline std::size_t hf_tokenized_length(TokenList const& list, std::size_t max_length) {
+// With TruncationSide::kLeft it stops the same way from the end (tokenizers drains the leading pre-tokens).
+inline std::size_t hf_tokenized_length(TokenList const& list, std::size_t max_length,
+                                       TruncationSide side = TruncationSide::kRight) {
+  if (side == TruncationSide::kLeft) {
+    std::size_t count = 0;
+    for (std::size_t i = list.size(); i > 0;) {
+      std::size_t first = i - 1;  // the pre-token ending at i starts at its kFirst (or added) token
+      bool const added = first < list.positions.size() && list.positions[first] == PreTokenPosition::kAddedToken;
+      while (!added && first > 0 && first < list.positions.size() && list.positions[first] == PreTokenPosition::kInside)
+        --first;
+      i = first;
+      count = list.size() - first;
+      if (!added && count >= max_length) break;
+    }
+    return count;
+  }
   std::size_t count = 0;
   for (std::size_t i = 0; i < list.size();) {
     bool const added = i < list.positions.size() && list.positions[i] == PreTokenPosition::kAddedToken;
@@ -228,10 +261,11 @@ inline void truncate_tokens_with(TokenList& a, TokenList* b, EncodeOptions const
   }
   if (total <= budget) return;
   std::size_t const to_remove = total - budget;
+  bool const front = options.side == TruncationSide::kRight;  // the tokens kept are the first ones
   switch (options.truncation) {
     case Truncation::kLongestFirst: {
       if (b == nullptr) {
-        a.truncate(budget);
+        a.keep(budget, front);
         return;
       }
       // tokenizers' truncate_encodings on the lengths it sees, which the early stop of tokenization
@@ -242,10 +276,11 @@ inline void truncate_tokens_with(TokenList& a, TokenList* b, EncodeOptions const
       // longer sequence, and to the second on a tie. Both sequences longer than HF's max_length are cut
       // to (about) max_length first and so tie, which is why the odd token goes to the second sequence
       // there however much longer the first one is. Only the lengths change; the tokens kept are the
-      // first ones either way (the early stop keeps a prefix longer than the budget).
+      // first ones either way (the early stop keeps a prefix longer than the budget), or the last ones
+      // when truncating on the left.
       std::size_t const hf_max_length = budget + hf_pair_special_tokens;
-      std::size_t const la = hf_tokenized_length(a, hf_max_length);
-      std::size_t const lb = hf_tokenized_length(*b, hf_max_length);
+      std::size_t const la = hf_tokenized_length(a, hf_max_length, options.side);
+      std::size_t const lb = hf_tokenized_length(*b, hf_max_length, options.side);
       std::size_t shorter = std::min(la, lb);
       std::size_t longer = shorter > budget ? shorter : std::max(shorter, budget - shorter);
       if (shorter + longer > budget) {
@@ -253,8 +288,8 @@ inline void truncate_tokens_with(TokenList& a, TokenList* b, EncodeOptions const
         longer = budget - budget / 2;
       }
       bool const first_longer = la > lb;
-      a.truncate(first_longer ? longer : shorter);
-      b->truncate(first_longer ? shorter : longer);
+      a.keep(first_longer ? longer : shorter, front);
+      b->keep(first_longer ? shorter : longer, front);
       return;
     }
     case Truncation::kOnlyFirst:
@@ -270,7 +305,7 @@ inline void truncate_tokens_with(TokenList& a, TokenList* b, EncodeOptions const
                                                           << target.size() << " tokens, too few to remove the "
                                                           << to_remove << " needed to fit max_length " << max_length
                                                           << " with " << truncation_name(options.truncation));
-      target.truncate(target.size() - to_remove);
+      target.keep(target.size() - to_remove, front);
       return;
     }
     case Truncation::kNone:

@@ -82,6 +82,7 @@ struct InputLimit {
 struct Truncate {
   std::optional<std::size_t> max_length;  // special tokens included; unset: no truncation
   tokenizer::Truncation strategy = tokenizer::Truncation::kLongestFirst;
+  tokenizer::TruncationSide side = tokenizer::TruncationSide::kRight;  // which end is cut
 };
 
 // The longest text tokenized for a read bound of N tokens: kMaxTextBytesPerToken x N bytes. No tokenizer
