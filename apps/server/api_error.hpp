@@ -14,6 +14,10 @@ namespace flashdeberta::cli::server {
 // refusals use another status with the same type (a body too large: 413 kValidation).
 enum class ErrorType { kUnhealthy, kBackend, kOverloaded, kValidation, kTokenizer, kEmpty };
 
+// The body an error is written in: TEI's ErrorResponse on its own routes, its OpenAICompatErrorResponse on the
+// OpenAI-compatible ones (/v1/embeddings).
+enum class ErrorStyle { kTei, kOpenAi };
+
 constexpr std::string_view error_type_name(ErrorType type) {
   switch (type) {
     case ErrorType::kUnhealthy:

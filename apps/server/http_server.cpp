@@ -54,11 +54,18 @@ ApiError api_error_of(runtime::InputError const& e) {
 
 }  // namespace
 
-void write_error(HttpResponse& response, int status, std::string_view type, std::string const& message) {
+void write_error(HttpResponse& response, int status, std::string_view type, std::string const& message,
+                 ErrorStyle style) {
   response.status = status;
   JsonOut body;
-  body["error"] = message;
-  body["error_type"] = type;
+  if (style == ErrorStyle::kOpenAi) {
+    body["message"] = message;
+    body["code"] = status;
+    body["type"] = type;
+  } else {
+    body["error"] = message;
+    body["error_type"] = type;
+  }
   response.set_content(dump(body), "application/json");
 }
 
@@ -79,10 +86,14 @@ HttpServer::HttpServer(ModelService& service, Metrics& metrics, ServeOptions con
   model_route("/similarity", [this, limits](std::string const& b) {
     return service_.similarity(parse_similarity_request(b, limits));
   });
+  // OpenAI's embeddings route, with its errors in TEI's OpenAI-compatible body.
   for (char const* path : {"/v1/embeddings", "/embeddings"}) {
-    model_route(path, [this, limits](std::string const& b) {
-      return service_.openai_embeddings(parse_openai_embeddings_request(b, limits));
-    });
+    model_route(
+        path,
+        [this, limits](std::string const& b) {
+          return service_.openai_embeddings(parse_openai_embeddings_request(b, limits));
+        },
+        ErrorStyle::kOpenAi);
   }
   model_route("/decode",
               [this, limits](std::string const& b) { return service_.decode(parse_decode_request(b, limits)); });
@@ -118,40 +129,47 @@ HttpServer::HttpServer(ModelService& service, Metrics& metrics, ServeOptions con
   });
 }
 
-void HttpServer::model_route(std::string const& path, Body run) {
-  plain_route("POST", path, [this, run](HttpRequest const& request, HttpResponse& response) {
-    auto const permit = service_.gate().try_enter();
-    if (!permit) {
-      throw ApiError(kTooManyRequests, ErrorType::kOverloaded,
-                     "the server is answering " + std::to_string(service_.gate().limit()) +
-                         " requests already (--max-concurrent-requests); retry later");
-    }
-    response.set_content(dump(run(request.body)), "application/json");
-  });
+void HttpServer::model_route(std::string const& path, Body run, ErrorStyle style) {
+  plain_route(
+      "POST", path,
+      [this, run](HttpRequest const& request, HttpResponse& response) {
+        auto const permit = service_.gate().try_enter();
+        if (!permit) {
+          throw ApiError(kTooManyRequests, ErrorType::kOverloaded,
+                         "the server is answering " + std::to_string(service_.gate().limit()) +
+                             " requests already (--max-concurrent-requests); retry later");
+        }
+        response.set_content(dump(run(request.body)), "application/json");
+      },
+      style);
 }
 
-void HttpServer::plain_route(std::string const& method, std::string const& path, HttpHandler handler) {
-  auto wrapped = [this, path, handler](HttpRequest const& request, HttpResponse& response) {
+void HttpServer::plain_route(std::string const& method, std::string const& path, HttpHandler handler,
+                             ErrorStyle style) {
+  auto wrapped = [this, path, handler, style](HttpRequest const& request, HttpResponse& response) {
     auto const start = Clock::now();
     response.status = 200;
+    auto const fail = [&](int status, ErrorType type, std::string const& message) {
+      write_error(response, status, error_type_name(type), message, style);
+    };
     try {
       handler(request, response);
     } catch (ApiError const& e) {
-      write_error(response, e.status(), error_type_name(e.type()), e.what());
+      fail(e.status(), e.type(), e.what());
     } catch (runtime::InputError const& e) {
       ApiError const api = api_error_of(e);
-      write_error(response, api.status(), error_type_name(api.type()), api.what());
+      fail(api.status(), api.type(), api.what());
     } catch (runtime::UsageError const& e) {  // a task option the model cannot take (a template without {})
-      write_error(response, kUnprocessable, error_type_name(ErrorType::kValidation), e.what());
+      fail(kUnprocessable, ErrorType::kValidation, e.what());
     } catch (std::bad_alloc const&) {
-      write_error(response, kInternalError, error_type_name(ErrorType::kBackend), "out of memory");
+      fail(kInternalError, ErrorType::kBackend, "out of memory");
     } catch (std::exception const& e) {
       // Anything not refused as an ApiError is the server's fault, not the client's: 500, with the reason.
-      write_error(response, kInternalError, error_type_name(ErrorType::kBackend), e.what());
+      fail(kInternalError, ErrorType::kBackend, e.what());
     }
     metrics_.record_request(path, response.status, seconds_since(start));
   };
-  routes_.push_back({method, path, std::move(wrapped)});
+  routes_.push_back({method, path, std::move(wrapped), style});
 }
 
 std::string_view HttpServer::metrics_route(std::string_view path) const {
@@ -183,7 +201,10 @@ HttpHandler const* HttpServer::route(HttpRequest const& request, HttpResponse& r
 void HttpServer::refuse(std::string_view path, int status, std::string const& message, HttpResponse& response) {
   ErrorType const type =
       status >= kInternalError && status != kNotImplemented ? ErrorType::kBackend : ErrorType::kValidation;
-  write_error(response, status, error_type_name(type), message);
+  ErrorStyle style = ErrorStyle::kTei;
+  for (Route const& route : routes_)
+    if (route.path == path) style = route.style;
+  write_error(response, status, error_type_name(type), message, style);
   metrics_.record_request(metrics_route(path), status, 0.0);
 }
 

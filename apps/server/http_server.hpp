@@ -41,9 +41,10 @@ class HttpServer final : private http::Application {
  private:
   using Body = std::function<JsonOut(std::string const& body)>;
   // A POST route running the model: admitted through the gate (429 beyond it), its ApiErrors rendered.
-  void model_route(std::string const& path, Body run);
+  void model_route(std::string const& path, Body run, ErrorStyle style = ErrorStyle::kTei);
   // A route answered without the model (/tokenize, /info, ...), with the same error rendering and metrics.
-  void plain_route(std::string const& method, std::string const& path, HttpHandler handler);
+  void plain_route(std::string const& method, std::string const& path, HttpHandler handler,
+                   ErrorStyle style = ErrorStyle::kTei);
   std::string_view metrics_route(std::string_view path) const;  // the path if it is a route, else "other"
 
   // http::Application: the route of a request (404 and 405 answered at once), and the transport's refusals.
@@ -54,6 +55,7 @@ class HttpServer final : private http::Application {
     std::string method;
     std::string path;
     HttpHandler handler;
+    ErrorStyle style;
   };
 
   ModelService& service_;
@@ -65,7 +67,9 @@ class HttpServer final : private http::Application {
   std::atomic<bool> serving_done_ = false;
 };
 
-// Writes TEI's error body {"error": message, "error_type": type} with `status`.
-void write_error(HttpResponse& response, int status, std::string_view type, std::string const& message);
+// Writes the error body of `style` with `status`: TEI's {"error": message, "error_type": type}, or on the
+// OpenAI-compatible routes TEI's OpenAICompatErrorResponse {"message": message, "code": status, "type": type}.
+void write_error(HttpResponse& response, int status, std::string_view type, std::string const& message,
+                 ErrorStyle style = ErrorStyle::kTei);
 
 }  // namespace flashdeberta::cli::server

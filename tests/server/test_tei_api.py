@@ -103,9 +103,16 @@ class EmbeddingRoutes(unittest.TestCase):
         raw = base64.b64decode(answer["data"][0]["embedding"])
         floats = list(struct.unpack(f"<{len(raw) // 4}f", raw))
         self.assertEqual(floats, want[0])
-        status, error = post(self.server, "/v1/embeddings", {"input": "x", "encoding_format": "int8"})
-        self.assertEqual(status, 422, error)
-        self.assertIn("encoding_format", error["error"])
+        # Errors in TEI's OpenAI-compatible body: {"message", "code", "type"}, from the route and the transport.
+        for path in ("/v1/embeddings", "/embeddings"):
+            status, error = post(self.server, path, {"input": "x", "encoding_format": "int8"})
+            self.assertEqual((status, set(error)), (422, {"message", "code", "type"}), error)
+            self.assertEqual((error["code"], error["type"]), (422, "Validation"), error)
+            self.assertIn("encoding_format", error["message"])
+        status, error = request(self.server, "/v1/embeddings", method="GET")
+        self.assertEqual((status, error["code"], error["type"]), (405, 405, "Validation"), error)
+        status, error = post(self.server, "/embed", {"inputs": "x", "truncation_direction": "Up"})
+        self.assertEqual(set(error), {"error", "error_type"}, error)  # TEI's own routes keep TEI's body
 
     def test_token_ids_run_as_the_text_they_encode(self):
         text = "Token ids stand for a text."
