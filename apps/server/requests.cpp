@@ -1,11 +1,13 @@
 #include "server/requests.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <set>
 
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/core/quoted_excerpt.hpp"
 #include "flashdeberta/gliner/gliner_long_text.hpp"
 #include "flashdeberta/io/json.hpp"
 #include "server/api_error.hpp"
@@ -33,6 +35,18 @@ Json parse_object(std::string_view body, std::string_view route) {
   }
   if (!root.is_object()) fail_malformed("the request body must be a JSON object, found " + describe(root));
   return root;
+}
+
+// An integer of at least `min`. The reader keeps a non-negative integer as unsigned (up to 2^64 - 1), so it is
+// read as one: read as int64, 2^63 and above would wrap to negative and be refused as below `min`.
+std::size_t count_value(Json const& value, std::string const& what, std::size_t min) {
+  bool const valid = value.is_number_unsigned()  ? value.get<std::uint64_t>() >= min
+                     : value.is_number_integer() ? value.get<std::int64_t>() >= static_cast<std::int64_t>(min)
+                                                 : false;
+  if (!valid)
+    fail_validation(what + " must be an integer of at least " + std::to_string(min) + ", found " + describe(value));
+  return value.is_number_unsigned() ? static_cast<std::size_t>(value.get<std::uint64_t>())
+                                    : static_cast<std::size_t>(value.get<std::int64_t>());
 }
 
 // The fields of one JSON object, each read at most once; finish() refuses the fields nobody read, so a
@@ -72,11 +86,7 @@ class Fields {
   std::optional<std::size_t> count(std::string_view key, std::size_t min) {
     Json const* value = take(key);
     if (value == nullptr) return std::nullopt;
-    if (!value->is_number_integer() || value->get<std::int64_t>() < static_cast<std::int64_t>(min)) {
-      fail_validation(name(key) + " must be an integer of at least " + std::to_string(min) + ", found " +
-                      describe(*value));
-    }
-    return static_cast<std::size_t>(value->get<std::int64_t>());
+    return count_value(*value, name(key), min);
   }
 
   // A nested object ("parameters"), or nullptr.
@@ -129,7 +139,8 @@ void check_truncation_direction(Fields& fields) {
   if (value == nullptr) return;
   std::string const direction = fields.string(*value, "truncation_direction");
   if (direction != "Right" && direction != "right")
-    fail_validation("truncation_direction '" + direction + "' is not served: texts are truncated on the right");
+    fail_validation("truncation_direction " + quoted_excerpt(direction) +
+                    " is not served: texts are truncated on the right");
 }
 
 // TEI's prompt_name: sentence-transformers prompts, which DeBERTa checkpoints do not define.
@@ -270,11 +281,8 @@ FillMaskRequest parse_fill_mask_request(std::string_view body, RequestLimits con
   Json const* parameters_object = fields.object("parameters");
   std::optional<Fields> parameters;
   if (parameters_object != nullptr) parameters.emplace(*parameters_object, "parameters.", "top_k");
-  if (Json const* value = option(fields, parameters ? &*parameters : nullptr, "top_k")) {
-    if (!value->is_number_integer() || value->get<std::int64_t>() < 1)
-      fail_validation("top_k must be an integer of at least 1, found " + describe(*value));
-    request.top_k = static_cast<std::size_t>(value->get<std::int64_t>());
-  }
+  if (Json const* value = option(fields, parameters ? &*parameters : nullptr, "top_k"))
+    request.top_k = count_value(*value, "top_k", 1);
   fields.finish();
   if (parameters) parameters->finish();
   return request;
@@ -317,9 +325,10 @@ GlinerRequest parse_gliner_request(std::string_view body, RequestLimits const& l
     request.long_text = *mode;
   }
   if (Json const* value = fields.take("window_overlap")) {
-    if (!value->is_number_integer() || value->get<std::int64_t>() < 0)
-      fail_validation("window_overlap must be an integer of at least 0, found " + describe(*value));
-    request.window_overlap = value->get<std::int64_t>();
+    // Beyond int64 is beyond every max_len too: the task names the range.
+    std::size_t const overlap = count_value(*value, "window_overlap", 0);
+    request.window_overlap = static_cast<std::int64_t>(
+        std::min<std::size_t>(overlap, static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())));
   }
   fields.finish();
   return request;
