@@ -108,7 +108,8 @@ class TokenizeBounds(unittest.TestCase):
 
 class MemoryReturned(unittest.TestCase):
     def test_rss_returns_after_large_requests(self):
-        with Server(CLASSIFY, "--payload-limit", 4000000, "--max-concurrent-requests", 4, "--http-threads", 8) as server:
+        options = ("--payload-limit", 4000000, "--max-concurrent-requests", 4, "--http-threads", 8)
+        with Server(CLASSIFY, *options) as server:
             self.assertEqual(post(server, "/predict", {"inputs": "hello"})[0], 200)
             model_hwm = memory_kb(server)[1]  # the model's own
             text = "hello " * 170  # 512 tokens with [CLS] and [SEP]: 32 of them fill --max-batch-tokens
