@@ -1,13 +1,79 @@
 #include "server/batch_queue.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cstddef>
 #include <exception>
 #include <future>
 #include <string>
 
 #include "server/api_error.hpp"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 namespace flashdeberta::cli::server {
+
+namespace {
+
+// Free heap memory worth giving back: a large request (a long text tokenized, a large answer) leaves
+// hundreds of MB in glibc's arenas, which keep it for later allocations. Below this, a trim gives back too
+// little to be worth its madvise calls (it runs off the requests' threads, on an idle server).
+constexpr std::size_t kTrimFreeBytes = std::size_t{4} << 20;
+// How long after the gate empties the trim comes: the HTTP layer sends and frees the answer after the
+// request's permit is gone.
+constexpr auto kTrimDelay = std::chrono::milliseconds(100);
+
+// Gives the free memory of every arena back when they hold more than kTrimFreeBytes (mallinfo2 walks the
+// free lists: microseconds; malloc_trim madvises the free pages away).
+void release_free_memory() {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  if (::mallinfo2().fordblks > kTrimFreeBytes) ::malloc_trim(0);
+#endif
+}
+
+// Fixed thresholds instead of glibc's dynamic ones, which rise with every large block freed (up to 32 MB for
+// mmap, 64 MB for trimming a thread arena's top) so that a few large requests made every later block of up
+// to 32 MB come from arenas that keep it: blocks from 1 MB on are mapped and unmapped on their own, and an
+// arena's free top above 4 MB is given back as it is freed.
+void set_malloc_thresholds() {
+#if defined(__GLIBC__)
+  ::mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 4 << 20);
+#endif
+}
+
+}  // namespace
+
+RequestGate::RequestGate(std::size_t limit) : limit_(limit), trimmer_([this] { return_memory(); }) {
+  set_malloc_thresholds();
+}
+
+RequestGate::~RequestGate() {
+  {
+    std::lock_guard const lock(mutex_);
+    stopping_ = true;
+  }
+  idle_.notify_all();
+  trimmer_.join();
+}
+
+// Off the requests' threads, so that no answer waits for it; skipped when requests came in meanwhile (the
+// next time the gate empties trims).
+void RequestGate::return_memory() {
+  std::unique_lock lock(mutex_);
+  std::uint64_t seen = 0;
+  while (true) {
+    idle_.wait(lock, [&] { return stopping_ || idle_times_ != seen; });
+    if (idle_.wait_for(lock, kTrimDelay, [&] { return stopping_; })) return;
+    seen = idle_times_;
+    if (in_flight_ != 0) continue;
+    lock.unlock();
+    release_free_memory();
+    lock.lock();
+  }
+}
 
 std::optional<RequestGate::Permit> RequestGate::try_enter() {
   std::lock_guard const lock(mutex_);
@@ -22,8 +88,13 @@ std::size_t RequestGate::in_flight() const {
 }
 
 void RequestGate::leave() {
-  std::lock_guard const lock(mutex_);
-  --in_flight_;
+  bool idle = false;
+  {
+    std::lock_guard const lock(mutex_);
+    idle = --in_flight_ == 0;
+    if (idle) ++idle_times_;
+  }
+  if (idle) idle_.notify_all();
 }
 
 // One request's sequences on their way through the worker. `next` is guarded by mutex_; the rest is the

@@ -111,9 +111,8 @@ HttpServer::HttpServer(ModelService& service, Metrics& metrics, ServeOptions con
   model_route("/ner", [this, limits](std::string const& b) { return service_.ner(parse_ner_request(b, limits)); });
   model_route("/gliner",
               [this, limits](std::string const& b) { return service_.gliner(parse_gliner_request(b, limits)); });
-  plain_route("POST", "/tokenize", [this, limits](HttpRequest const& request, HttpResponse& response) {
-    response.set_content(dump(service_.tokenize(parse_tokenize_request(request.body, limits))), "application/json");
-  });
+  model_route("/tokenize",
+              [this, limits](std::string const& b) { return service_.tokenize(parse_tokenize_request(b, limits)); });
   plain_route("GET", "/info", [this](HttpRequest const&, HttpResponse& response) {
     response.set_content(dump(service_.info()), "application/json");
   });

@@ -40,6 +40,18 @@ inline Json parse_object(std::string_view body, std::string_view route) {
   return root;
 }
 
+// An integer of at least `min`. The reader keeps a non-negative integer as unsigned (up to 2^64 - 1), so it is
+// read as one: read as int64, 2^63 and above would wrap to negative and be refused as below `min`.
+inline std::size_t count_value(Json const& value, std::string const& what, std::size_t min) {
+  bool const valid = value.is_number_unsigned()  ? value.get<std::uint64_t>() >= min
+                     : value.is_number_integer() ? value.get<std::int64_t>() >= static_cast<std::int64_t>(min)
+                                                 : false;
+  if (!valid)
+    fail_validation(what + " must be an integer of at least " + std::to_string(min) + ", found " + describe(value));
+  return value.is_number_unsigned() ? static_cast<std::size_t>(value.get<std::uint64_t>())
+                                    : static_cast<std::size_t>(value.get<std::int64_t>());
+}
+
 // The fields of one JSON object, read by name; `accepted` lists them for the refusal of a missing one.
 class Fields {
  public:
@@ -74,11 +86,7 @@ class Fields {
   std::optional<std::size_t> count(std::string_view key, std::size_t min) const {
     Json const* value = take(key);
     if (value == nullptr) return std::nullopt;
-    if (!value->is_number_integer() || value->get<std::int64_t>() < static_cast<std::int64_t>(min)) {
-      fail_validation(name(key) + " must be an integer of at least " + std::to_string(min) + ", found " +
-                      describe(*value));
-    }
-    return static_cast<std::size_t>(value->get<std::int64_t>());
+    return count_value(*value, name(key), min);
   }
 
   // A nested object ("parameters"), or nullptr.

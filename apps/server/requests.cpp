@@ -1,6 +1,8 @@
 #include "server/requests.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 
 #include "flashdeberta/gliner/gliner_long_text.hpp"
@@ -110,11 +112,8 @@ FillMaskRequest parse_fill_mask_request(std::string_view body, RequestLimits con
   Json const* parameters_object = fields.object("parameters");
   std::optional<Fields> parameters;
   if (parameters_object != nullptr) parameters.emplace(*parameters_object, "parameters.", "top_k");
-  if (Json const* value = option(fields, parameters ? &*parameters : nullptr, "top_k")) {
-    if (!value->is_number_integer() || value->get<std::int64_t>() < 1)
-      fail_validation("top_k must be an integer of at least 1, found " + describe(*value));
-    request.top_k = static_cast<std::size_t>(value->get<std::int64_t>());
-  }
+  if (Json const* value = option(fields, parameters ? &*parameters : nullptr, "top_k"))
+    request.top_k = count_value(*value, "top_k", 1);
   return request;
 }
 
@@ -155,9 +154,10 @@ GlinerRequest parse_gliner_request(std::string_view body, RequestLimits const& l
     request.long_text = *mode;
   }
   if (Json const* value = fields.take("window_overlap")) {
-    if (!value->is_number_integer() || value->get<std::int64_t>() < 0)
-      fail_validation("window_overlap must be an integer of at least 0, found " + describe(*value));
-    request.window_overlap = value->get<std::int64_t>();
+    // Beyond int64 is beyond every max_len too: the task names the range.
+    std::size_t const overlap = count_value(*value, "window_overlap", 0);
+    request.window_overlap = static_cast<std::int64_t>(
+        std::min<std::size_t>(overlap, static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())));
   }
   return request;
 }

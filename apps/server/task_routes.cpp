@@ -80,7 +80,10 @@ JsonOut ModelService::rerank(RerankRequest const& request) const {
 
 JsonOut ModelService::zero_shot(ZeroShotRequest const& request) const {
   require(ModelRoute::kZeroShot);
-  runtime::ZeroShotOptions options{.multi_label = request.multi_label};
+  // Labels as one comma-separated text are bounded as a list of them is.
+  runtime::ZeroShotOptions options{.multi_label = request.multi_label,
+                                   .max_candidate_labels = options_.max_client_batch_size,
+                                   .max_labels_option = "--max-client-batch-size"};
   options.candidate_labels = request.labels_as_text ? pipelines::parse_candidate_labels(request.candidate_labels.at(0))
                                                     : request.candidate_labels;
   if (options.candidate_labels.empty()) fail_empty("candidate_labels names no label; send at least one");
@@ -122,18 +125,32 @@ JsonOut ModelService::tokenize(TokenizeRequest const& request) const {
                    "this server runs " +
                        describe());
   }
+  // Nothing runs the tokens, so the request is bounded as one forward is: its texts hold at most
+  // --max-batch-tokens tokens together (each refused by its bytes before tokenizing, then as its tokens are
+  // made), which also bounds the answer (about 400 bytes per token while it is built).
+  runtime::TokenBound const read{options_.max_batch_tokens, "--max-batch-tokens", "raise --max-batch-tokens"};
   tokenizer::EncodeOptions options;
   options.add_special_tokens = request.add_special_tokens;
   runtime::InputNames const names = body_names("inputs", request.inputs.size() > 1);
+  std::size_t tokens = 0;  // of the texts before this one
   JsonOut all = JsonOut::array();
   for (std::size_t i = 0; i < request.inputs.size(); ++i) {
     std::string const& text = request.inputs[i];
+    runtime::require_text_bytes(text.size(), names(i), read);
+    options.token_limit = static_cast<std::size_t>(read.tokens) - tokens;
     tokenizer::Encoding e;
     try {
       e = pipeline_->tokenizer().encode(text, options);
+    } catch (tokenizer::TokenLimitError const&) {
+      if (tokens == 0) runtime::refuse_token_limit(names(i), read);
+      throw runtime::InputError(runtime::InputError::Kind::kTooLong,
+                                names(i) + ": the texts up to this one hold more than " + std::to_string(read.tokens) +
+                                    " tokens together, more than --max-batch-tokens " + std::to_string(read.tokens) +
+                                    " (tokenizing stopped there; send them in several requests)");
     } catch (Error const& error) {
       throw ApiError(kUnprocessable, ErrorType::kTokenizer, names(i) + ": " + error.what());
     }
+    tokens += e.size();
     std::vector<std::size_t> const bytes = code_point_bytes(text);
     JsonOut tokens = JsonOut::array();
     for (std::size_t t = 0; t < e.size(); ++t) {

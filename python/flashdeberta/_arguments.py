@@ -36,14 +36,29 @@ def check_text(text, name):
     return text
 
 
+def excerpt(value, limit=64):
+    """repr(value) cut to `limit` characters, so that an error message quoting a caller's 100 KB value stays
+    short (the C++ side's quoted())."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def str_items(value, name):
+    """The items of a list/tuple of str as a list, each a valid text; a ValueError naming the first item that
+    is not a str (bytes are not text: b"person" is refused, not decoded)."""
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise ValueError(f"{name}[{i}] must be a str, not {type(item).__name__} {excerpt(item)}")
+        check_text(item, f"{name}[{i}]")
+    return list(value)
+
+
 def text_list(value, name):
     """A str or a list/tuple of str as (list, whether it was a single text)."""
     if isinstance(value, str):
         return [check_text(value, name)], True
-    if isinstance(value, (list, tuple)) and all(isinstance(t, str) for t in value):
-        for i, t in enumerate(value):
-            check_text(t, f"{name}[{i}]")
-        return list(value), False
+    if isinstance(value, (list, tuple)):
+        return str_items(value, name), False
     raise ValueError(f"{name} must be a str or a list of str, not {type(value).__name__}")
 
 

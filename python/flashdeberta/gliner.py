@@ -18,7 +18,7 @@ import numbers
 import os
 
 from . import _native
-from ._arguments import check_text, checkpoint_path, integer, real, text_list, threads_and_max_tokens
+from ._arguments import check_text, checkpoint_path, integer, real, str_items, text_list, threads_and_max_tokens
 from .models import backend_for
 
 
@@ -37,12 +37,9 @@ def _long_text(long_text, window_overlap):
 
 
 def _labels(labels):
-    if isinstance(labels, str) or not isinstance(labels, (list, tuple)) or not all(
-            isinstance(label, str) for label in labels):
+    if isinstance(labels, str) or not isinstance(labels, (list, tuple)):
         raise ValueError(f"labels must be a list of str, not {type(labels).__name__}")
-    for i, label in enumerate(labels):
-        check_text(label, f"labels[{i}]")
-    return list(labels)
+    return str_items(labels, "labels")
 
 
 class GLiNER:

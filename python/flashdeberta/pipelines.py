@@ -4,7 +4,7 @@ structures; and "rerank" (text-embeddings-inference's /rerank) with a cross-enco
 
 
 from . import _native
-from ._arguments import check_text, checkpoint_path, integer, text_list, threads_and_max_tokens
+from ._arguments import check_text, checkpoint_path, integer, str_items, text_list, threads_and_max_tokens
 from .models import backend_for, dtype_name
 
 _TASKS = {"fill-mask": "fill-mask", "text-classification": "text-classification",
@@ -114,12 +114,12 @@ class ZeroShotClassificationPipeline(Pipeline):
         texts, single = text_list(sequences, "sequences")
         if isinstance(candidate_labels, str):  # HF's _parse_labels
             candidate_labels = [label.strip() for label in candidate_labels.split(",") if label.strip()]
-        if not isinstance(candidate_labels, (list, tuple)) or not all(isinstance(c, str) for c in candidate_labels):
-            raise ValueError("candidate_labels must be a str of comma-separated labels or a list of str")
+        if not isinstance(candidate_labels, (list, tuple)):
+            raise ValueError("candidate_labels must be a str of comma-separated labels or a list of str, not "
+                             f"{type(candidate_labels).__name__}")
+        candidate_labels = str_items(candidate_labels, "candidate_labels")
         if not candidate_labels or not texts:
             raise ValueError("You must include at least one label and at least one sequence.")
-        for i, label in enumerate(candidate_labels):
-            check_text(label, f"candidate_labels[{i}]")
         hypothesis_template = check_text(str(hypothesis_template), "hypothesis_template")
         results = self._native.zero_shot(texts, list(candidate_labels), hypothesis_template, bool(multi_label),
                                          self._batch_size(batch_size))

@@ -2,6 +2,7 @@
 // numpy input_ids / attention_mask / token_type_ids and returning HF's output fields as float32 arrays in
 // HF's layouts. The inputs are checked as the CLI checks its run files (runtime/token_input.hpp).
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,8 +65,23 @@ IntegerArray integer_array(py::handle object, std::string const& name) {
   int const in_place = py::array::c_style | py::detail::npy_api::NPY_ARRAY_ALIGNED_;
   if (kind == 'i' && array.itemsize() == 8 && descriptor->byteorder != '>' && (array.flags() & in_place) == in_place)
     return read(std::move(array));
-  FLASHDEBERTA_REQUIRE(kind == 'i' || kind == 'u' || kind == 'b',
-                       name << " has dtype " << std::string(py::str(array.dtype())) << "; integers are expected");
+  // A bool array is refused as HF's embedding lookup refuses one: it is not ids, types or a 0/1 mask by
+  // accident of numpy's casting rules.
+  FLASHDEBERTA_REQUIRE(kind == 'i' || kind == 'u', name << " has dtype " << std::string(py::str(array.dtype()))
+                                                        << "; an integer dtype is expected (int64, int32, ...)");
+  if (kind == 'u' && array.itemsize() == 8) {
+    // int64 would wrap values from 2^63 on to negative ones, refused then as a negative value they never were.
+    auto const unsigned_values = py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>::ensure(array);
+    FLASHDEBERTA_REQUIRE(unsigned_values, name << ": cannot be read as uint64 values");
+    std::vector<std::int64_t> const shape(array.shape(), array.shape() + array.ndim());
+    std::uint64_t const* data = unsigned_values.data();
+    auto const largest = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    for (py::ssize_t i = 0; i < unsigned_values.size(); ++i) {
+      FLASHDEBERTA_REQUIRE(data[i] <= largest, "model input: " << runtime::element_name(name, shape, i) << " = "
+                                                               << data[i] << " is more than " << largest
+                                                               << ", the largest value an int64 holds");
+    }
+  }
   auto values = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(array);
   FLASHDEBERTA_REQUIRE(values, name << ": cannot be read as int64 values");
   return read(std::move(values));

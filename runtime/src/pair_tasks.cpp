@@ -6,6 +6,7 @@
 #include <string>
 
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/core/quoted_excerpt.hpp"
 #include "flashdeberta/runtime/pipeline.hpp"
 
 namespace flashdeberta::runtime {
@@ -39,6 +40,13 @@ void Pipeline::check_zero_shot(ZeroShotOptions const& options) const {
         "'entail'), but " +
         labels_description(config_, labels_, config_path_));
   }
+  if (options.candidate_labels.size() > options.max_candidate_labels) {
+    throw InputError(
+        InputError::Kind::kTooLong,
+        "candidate_labels holds " + std::to_string(options.candidate_labels.size()) + " labels, more than the " +
+            std::to_string(options.max_candidate_labels) + " of " + options.max_labels_option +
+            " (each label is one more text-hypothesis pair per text; split the labels over several calls)");
+  }
   try {
     (void)pipelines::hypotheses(options.hypothesis_template, options.candidate_labels);
   } catch (Error const& e) {
@@ -62,7 +70,7 @@ std::vector<ZeroShotResult> Pipeline::zero_shot(std::span<std::string const> tex
   std::vector<tokenizer::Encoding> encodings;
   for (std::size_t i = 0; i < texts.size(); ++i) {
     for (std::size_t c = 0; c < hypotheses.size(); ++c) {
-      std::string const name = run.names(i) + " with the hypothesis of '" + options.candidate_labels[c] + "'";
+      std::string const name = run.names(i) + " with the hypothesis of " + quoted_excerpt(options.candidate_labels[c]);
       tokenizer::Encoding e = encode(texts[i], &hypotheses[c], name, read_only);
       if (model_max_length && e.size() > static_cast<std::size_t>(*model_max_length) &&
           count_first_sequence(e) > e.size() - static_cast<std::size_t>(*model_max_length)) {
@@ -101,10 +109,15 @@ void Pipeline::check_rerank() const {
 std::vector<float> Pipeline::rerank_logits(std::string const& query, std::span<std::string const> passages,
                                            Truncate const& truncate, TaskRun const& run) const {
   check_rerank();
+  if (passages.empty()) return {};
+  // A query too long by itself is refused as the query, not as the first passage it would be paired with: a
+  // pair holds every token of its query (and one more special token), so this refuses no pair that fits.
+  // Under a cut only the read bound holds (the cut may take its tokens from the query).
+  bool const cuts = truncate.max_length.has_value() && truncate.strategy != tokenizer::Truncation::kNone;
+  (void)encode(query, nullptr, "query", cuts ? InputLimit{run.limit.read, run.limit.read} : run.limit);
   std::vector<tokenizer::Encoding> encodings;
   for (std::size_t i = 0; i < passages.size(); ++i)
     encodings.push_back(encode(query, &passages[i], run.names(i), run.limit, truncate));
-  if (passages.empty()) return {};
   std::vector<std::size_t> const sizes = sequence_sizes(encodings);
   HeadOutput const out = run.forward(encodings);
   std::vector<float> logits;

@@ -15,6 +15,21 @@ namespace {
 
 bool blank(std::string const& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
 
+// Refuses a text whose fill-mask answer would write more than kMaxFillMaskAnswerTokens tokens: `masks`
+// masks of `predictions` predictions each, every one the text's `tokens` tokens decoded.
+void require_fill_mask_answer(std::size_t masks, std::size_t predictions, std::size_t tokens, std::string const& name) {
+  std::size_t const limit = kMaxFillMaskAnswerTokens;
+  // masks <= tokens <= the read bound and predictions <= the vocabulary: the product fits 64 bits.
+  std::size_t const all = masks * predictions;
+  if (all <= limit / std::max<std::size_t>(tokens, 1)) return;
+  throw InputError(InputError::Kind::kTooLong,
+                   name + ": " + std::to_string(masks) + (masks == 1 ? " mask" : " masks") + " x top_k " +
+                       std::to_string(predictions) + " = " + std::to_string(all) +
+                       " predictions, each writing the text's " + std::to_string(tokens) +
+                       " tokens, are more than the " + std::to_string(limit) +
+                       " tokens one text's answer may hold; ask for a smaller top_k or fewer masks");
+}
+
 }  // namespace
 
 std::vector<MaskPredictions> Pipeline::fill_mask(std::span<std::string const> texts, FillMaskOptions const& options,
@@ -34,6 +49,9 @@ std::vector<MaskPredictions> Pipeline::fill_mask(std::span<std::string const> te
       throw InputError(InputError::Kind::kInvalid, run.names(i) + ": no mask token (" + *tok.id_to_token(mask_id) +
                                                        ") in the text; fill-mask needs one");
     }
+    // A top_k past the model's rows gives every row (pipelines::fill_mask).
+    std::size_t const predictions = std::min<std::size_t>(options.top_k, static_cast<std::size_t>(config_.vocab_size));
+    require_fill_mask_answer(at.size(), predictions, encodings.back().size(), run.names(i));
     masks.push_back(std::move(at));
     starts.push_back(starts.back() + encodings.back().size());
   }

@@ -247,4 +247,26 @@ void run_gliner_long_text_token_limit(P const& policy) {
   check_offsets(text, model.predict_entities(text, labels, o));
 }
 
+// span_token_truncation (model_max_length 40): labels whose prompt fills the 38 tokens of the window leave
+// the text no token; GLiNER would score its words from nothing (0.9997), so it is refused in every mode,
+// naming the prompt's tokens and the window.
+template <ExecutionPolicy P>
+void run_gliner_prompt_fills_window(P const& policy) {
+  GLiNER<P> const model = GLiNER<P>::load(policy, gliner_fixture_dir() / "span_token_truncation");
+  std::vector<std::string> labels;
+  for (int i = 0; i < 20; ++i) labels.push_back("label" + std::to_string(i));
+  std::string const text = "Ada Lovelace worked in London.";
+  for (GlinerLongText mode : {GlinerLongText::kTruncate, GlinerLongText::kWindows}) {
+    GlinerOptions const o{.threshold = 0.5, .long_text = mode};
+    CHECK_THROWS_WITH_AS(
+        model.predict_entities(text, labels, o),
+        doctest::Contains("GLiNER: the labels' prompt (20 labels, each after <<ENT>>, then <<SEP>>) "
+                          "takes more than 38 tokens, the whole window of 38 tokens "
+                          "(model_max_length 40 less [CLS] and [SEP]), which leaves the text no token"),
+        Error);
+  }
+  // Two labels leave room: the text is read.
+  CHECK_NOTHROW(model.predict_entities(text, {labels[0], labels[1]}, GlinerOptions{.threshold = 0.5}));
+}
+
 }  // namespace flashdeberta::testing

@@ -37,4 +37,5 @@ TEST_CASE("gliner: long texts through EigenPolicy") {
   flashdeberta::testing::run_gliner_long_text_repeats(policy);
   flashdeberta::testing::run_gliner_long_text_token_level(policy);
   flashdeberta::testing::run_gliner_long_text_token_limit(policy);
+  flashdeberta::testing::run_gliner_prompt_fills_window(policy);
 }

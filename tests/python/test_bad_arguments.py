@@ -221,3 +221,33 @@ def test_oversized_views_are_refused_on_their_shape(fd):
     with pytest.raises(ValueError, match="attention_mask holds more than max_tokens 64 positions"):
         model(OK_IDS, attention_mask=np.broadcast_to(np.ones(1, np.int32), (10**6, 10**6)))
     assert model(np.broadcast_to(OK_IDS, (16, 4)))["last_hidden_state"].shape == (16, 4, 32)
+
+
+# --- values refused as what they are -----------------------------------------------------------------------
+
+def test_bool_arrays_and_uint64_values_are_refused_as_they_are(fd):
+    model = fd.AutoModel.from_pretrained(str(SEQCLS), threads=1)
+    with pytest.raises(ValueError, match="input_ids has dtype bool; an integer dtype is expected"):
+        model(OK_IDS.astype(bool))
+    with pytest.raises(ValueError, match="attention_mask has dtype bool; an integer dtype is expected"):
+        model(OK_IDS, attention_mask=np.ones(OK_IDS.shape, dtype=bool))
+    with pytest.raises(ValueError, match="token_type_ids has dtype bool"):
+        model(OK_IDS, token_type_ids=np.zeros(OK_IDS.shape, dtype=bool))
+    big = OK_IDS.astype(np.uint64)
+    big[0, 3] = 2**64 - 1  # was "input_ids[0][3] = -1 is negative"
+    with pytest.raises(ValueError, match=r"input_ids\[0\]\[3\] = 18446744073709551615 is more than "
+                                         r"9223372036854775807, the largest value an int64 holds"):
+        model(big)
+    assert model(OK_IDS.astype(np.uint64))["last_hidden_state"].shape == (1, 4, 32)
+
+
+def test_labels_that_are_not_str_are_named(fd, gliner):
+    with pytest.raises(ValueError, match=r"labels\[1\] must be a str, not bytes b'person'"):
+        gliner.predict_entities("Ada Lovelace", ["place", b"person"])  # was "labels must be a list of str, not list"
+    classifier = fd.pipeline("zero-shot-classification", model=str(FIXTURES / "pairs" / "zero_shot"),
+                             tokenizer=str(SPM), threads=1)
+    with pytest.raises(ValueError, match=r"candidate_labels\[0\] must be a str, not bytes b'x'"):
+        classifier("a text", candidate_labels=[b"x"])
+    # A long value is quoted by its first 64 characters and its size.
+    with pytest.raises(ValueError, match=r"sequences\[1\] must be a str, not bytes b'x{62}\.\.\. \(1003 characters\)"):
+        classifier(["a", b"x" * 1000], candidate_labels=["x"])

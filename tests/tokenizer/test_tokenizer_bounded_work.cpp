@@ -187,3 +187,38 @@ TEST_CASE("token_limit: a text at the limit is encoded, one over is refused, a h
     CHECK(seconds < 2.0 * kSlowdown);
   }
 }
+
+TEST_CASE("token_limit: one long word is refused before it is encoded, and a word within the limit is unchanged") {
+  std::vector<std::string> names{"bpe"};
+#if defined(FLASHDEBERTA_WITH_SENTENCEPIECE)
+  names.push_back("spm");
+#endif
+  for (auto const& name : names) {
+    CAPTURE(name);
+    auto const t = flashdeberta::load_tokenizer(tokenizer_fixture(name));
+    // A word within the limit: the same tokens at a limit of exactly its size, refused one below.
+    std::string word;
+    for (int i = 0; i < 2000; ++i) word += i % 2 == 0 ? "Hello" : "world";
+    tok::Encoding const whole = t.encode(word);
+    tok::EncodeOptions options;
+    options.token_limit = whole.size();
+    tok::Encoding const limited = t.encode(word, options);
+    CHECK(limited.input_ids == whole.input_ids);
+    CHECK(limited.offsets == whole.offsets);
+    options.token_limit = whole.size() - 1;
+    CHECK_THROWS_AS(t.encode(word, options), tok::TokenLimitError);
+    CHECK_THROWS_AS(t.encode("a", word, options), tok::TokenLimitError);
+
+    // 1.9 MB of one word: libsentencepiece held 230 bytes per piece of it (+450 MB, 6.6 s before a refusal).
+    std::string huge;
+    while (huge.size() < 1'900'000) huge += "Helloworld";
+    options.token_limit = 512;
+    auto const start = std::chrono::steady_clock::now();
+    CHECK_THROWS_AS(t.encode(huge, options), tok::TokenLimitError);
+    CHECK_THROWS_AS(t.encode("a question", huge, options), tok::TokenLimitError);
+    double const seconds = seconds_since(start);
+    MESSAGE(name << ": a 1.9 MB word refused at a limit of 512 tokens (twice) in " << seconds << " s");
+    // Decoding 1.9 MB twice is about 0.05 s; encoding the word took seconds.
+    CHECK(seconds < 0.5 * kSlowdown);
+  }
+}

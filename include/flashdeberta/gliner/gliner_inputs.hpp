@@ -6,6 +6,7 @@
 // false).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -72,6 +73,22 @@ inline GlinerInput prepare_gliner_words_input(tokenizer::Tokenizer const& tok, G
       ids.push_back(id);
       word_ids.push_back(static_cast<std::int64_t>(w));
     }
+  }
+
+  // A prompt that fills the window leaves the text no token. GLiNER 0.2.27 (truncation=True) would still
+  // score the text's words, from empty word embeddings, and return entities with confident scores; refused.
+  bool const text_kept = !word_ids.empty() && word_ids.back() >= prompt_words;
+  if (max_length && ids.size() >= room && !in.words.empty() && !text_kept) {
+    std::size_t prompt_tokens = 0;  // counted up to room + 1: "more than the window" is all that matters
+    for (std::int64_t w = 0; w < prompt_words && prompt_tokens <= room; ++w) {
+      prompt_tokens += tok.tokenize(all_words[static_cast<std::size_t>(w)], "GLiNER word", room - prompt_tokens).size();
+    }
+    FLASHDEBERTA_FAIL("GLiNER: the labels' prompt ("
+                      << num_labels << " labels, each after " << config.ent_token << ", then " << config.sep_token
+                      << ") takes " << (prompt_tokens > room ? "more than " : "") << std::min(prompt_tokens, room)
+                      << " tokens, the whole window of " << room << " tokens (model_max_length " << *max_length
+                      << " less [CLS] and [SEP]), which leaves the text no token; "
+                         "send fewer or shorter labels");
   }
 
   tokenizer::SpecialIds const& specials = tok.special_ids();

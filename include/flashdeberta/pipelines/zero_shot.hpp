@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/core/quoted_excerpt.hpp"
 
 namespace flashdeberta::pipelines {
 
@@ -101,15 +102,15 @@ inline std::string format_hypothesis(std::string_view hypothesis_template, std::
       std::string_view const field =
           close == std::string_view::npos ? std::string_view() : hypothesis_template.substr(i + 1, close - i - 1);
       FLASHDEBERTA_REQUIRE(close != std::string_view::npos && (field.empty() || field == "0"),
-                           "hypothesis template \"" << hypothesis_template
-                                                    << "\": only {} (or {0}) may stand for the label, and a literal "
-                                                       "brace is written {{ or }}");
+                           "hypothesis template " << quoted_excerpt(hypothesis_template, '"')
+                                                  << ": only {} (or {0}) may stand for the label, and a literal "
+                                                     "brace is written {{ or }}");
       out += label;
       i = close;
       continue;
     }
-    FLASHDEBERTA_REQUIRE(c != '}', "hypothesis template \"" << hypothesis_template
-                                                            << "\" has a single '}' (a literal brace is written }})");
+    FLASHDEBERTA_REQUIRE(c != '}', "hypothesis template " << quoted_excerpt(hypothesis_template, '"')
+                                                          << " has a single '}' (a literal brace is written }})");
     out += c;
   }
   return out;
@@ -122,9 +123,9 @@ inline std::vector<std::string> hypotheses(std::string_view hypothesis_template,
   FLASHDEBERTA_REQUIRE(!candidate_labels.empty(), "zero-shot classification needs at least one candidate label");
   std::vector<std::string> out;
   for (std::string const& label : candidate_labels) out.push_back(format_hypothesis(hypothesis_template, label));
-  FLASHDEBERTA_REQUIRE(out.front() != hypothesis_template, "hypothesis template \""
-                                                               << hypothesis_template
-                                                               << "\" has no {} where the candidate label should go");
+  FLASHDEBERTA_REQUIRE(out.front() != hypothesis_template, "hypothesis template "
+                                                               << quoted_excerpt(hypothesis_template, '"')
+                                                               << " has no {} where the candidate label should go");
   return out;
 }
 

@@ -160,6 +160,7 @@ class Gpt2BpeModel final : public TokenizerModel {
       FLASHDEBERTA_REQUIRE(placed.second, vocab_source << ": id " << id << " is used by both '" << placed.first->second
                                                        << "' and '" << token << "'");
       m->token_to_id_[token] = id;
+      m->max_token_bytes_ = std::max(m->max_token_bytes_, decode_utf8(token, "vocab token").chars.size());
     }
     for (std::size_t b = 0; b < 256; ++b) {
       auto it = m->token_to_id_.find(detail::byte_symbol(static_cast<unsigned char>(b)));
@@ -185,6 +186,15 @@ class Gpt2BpeModel final : public TokenizerModel {
     if (add_prefix_space_ && begin < end && text.chars[begin] != U' ')
       return encode_with_prefix(text, begin, end, max_tokens);
     return encode_plain(text, begin, end, max_tokens);
+  }
+
+  // Every token stands for at most max_token_bytes_ bytes of the text and byte-level BPE knows every byte,
+  // so a stretch of n bytes makes at least n / max_token_bytes_ tokens: one long word is refused before its
+  // merges.
+  std::size_t min_tokens(DecodedText const& text, std::size_t begin, std::size_t end) const override {
+    if (max_token_bytes_ == 0 || begin >= end) return 0;
+    std::size_t const bytes = text.byte_offsets[end] - text.byte_offsets[begin];
+    return (bytes + max_token_bytes_ - 1) / max_token_bytes_;
   }
 
   std::optional<std::int64_t> token_to_id(std::string_view token) const override {
@@ -369,6 +379,7 @@ class Gpt2BpeModel final : public TokenizerModel {
   std::unordered_map<std::string, std::int64_t> token_to_id_;
   std::unordered_map<std::int64_t, std::string> id_to_token_;
   std::unordered_map<std::uint64_t, Merge> merges_;  // pair_key(left id, right id) -> merge
+  std::size_t max_token_bytes_ = 0;                  // bytes of the longest token (one byte per symbol of vocab.json)
   std::array<std::int32_t, 256> byte_ids_{};         // id of each byte's symbol, -1 where vocab.json lacks it
   bool trim_offsets_ = false;
   bool add_prefix_space_ = false;

@@ -23,6 +23,7 @@
 #include <sentencepiece_processor.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -96,6 +97,23 @@ class SentencePieceModel final : public TokenizerModel {
     if (run < work.size() && out.size() <= max_tokens)
       encode_split(text, work, origin, run, work.size(), true, max_tokens, out);
     return out;
+  }
+
+  // Printable ASCII that is a piece character by character has no [UNK] in its lattice and passes the
+  // normalizer unchanged (lower-cased at most), so every piece covers at most max_piece_chars_ of its
+  // characters besides whitespace: a stretch of 1.9 MB of letters is refused before libsentencepiece holds
+  // 230 bytes per piece of it. Any other character: no bound (0).
+  std::size_t min_tokens(DecodedText const& text, std::size_t begin, std::size_t end) const override {
+    if (max_piece_chars_ == 0) return 0;
+    std::size_t chars = 0;
+    for (std::size_t i = begin; i < end; ++i) {
+      char32_t c = text.chars[i];
+      if (c == U' ') continue;
+      if (options_.do_lower_case && c >= U'A' && c <= U'Z') c += U'a' - U'A';
+      if (c >= 0x80 || !ascii_pieces_[c]) return 0;
+      ++chars;
+    }
+    return (chars + max_piece_chars_ - 1) / max_piece_chars_;
   }
 
   std::optional<std::int64_t> token_to_id(std::string_view token) const override {
@@ -237,7 +255,11 @@ class SentencePieceModel final : public TokenizerModel {
     for (int id = 0; id < sp_.GetPieceSize(); ++id) {
       std::string const& piece = sp_.IdToPiece(id);
       inner_space = inner_space || piece.find("\xE2\x96\x81", 1) != std::string::npos;
-      for (char32_t c : decode_utf8_lossy(piece)) piece_chars_.insert(c);
+      std::u32string const chars = decode_utf8_lossy(piece);
+      for (char32_t c : chars) piece_chars_.insert(c);
+      max_piece_chars_ = std::max(max_piece_chars_, chars.size());
+      bool const in_lattice = !sp_.IsControl(id) && !sp_.IsUnknown(id) && !sp_.IsUnused(id);
+      if (in_lattice && chars.size() == 1 && chars[0] > U' ' && chars[0] < 0x7F) ascii_pieces_[chars[0]] = true;
     }
     auto const flags = detail::normalizer_flags(model_proto);
     word_cuts_ = flags && flags->add_dummy_prefix && flags->remove_extra_whitespaces && !inner_space;
@@ -295,6 +317,8 @@ class SentencePieceModel final : public TokenizerModel {
   // model proto could not be rewritten (then no cut is made inside words).
   std::unique_ptr<sentencepiece::SentencePieceProcessor> inside_processor_;
   std::unordered_set<char32_t> piece_chars_;  // every code point of every piece
+  std::size_t max_piece_chars_ = 0;           // code points of the longest piece
+  std::array<bool, 128> ascii_pieces_{};      // printable ASCII characters that are a piece of their own
   detail::UnigramViterbi viterbi_;            // each word's pieces as HF's tokenizers chooses them
   bool word_cuts_ = false;
   SentencePieceOptions options_;

@@ -35,6 +35,9 @@ class TokenizerModel {
   // May stop early once it has made more than max_tokens tokens (the caller then refuses the text).
   virtual TokenList encode(DecodedText const& text, std::size_t begin, std::size_t end,
                            std::size_t max_tokens) const = 0;
+  // A lower bound on the tokens encode() makes of text.chars[begin, end), found without encoding it (0 where
+  // the model proves none): a text over its token limit is refused before the work (Tokenizer::encode).
+  virtual std::size_t min_tokens(DecodedText const&, std::size_t, std::size_t) const { return 0; }
   virtual std::optional<std::int64_t> token_to_id(std::string_view token) const = 0;
   virtual std::optional<std::string> id_to_token(std::int64_t id) const = 0;
   virtual std::size_t vocab_size() const = 0;
@@ -108,7 +111,7 @@ class Tokenizer {
   // One text: [CLS] tokens [SEP] (with add_special_tokens), truncated and padded as `options` say.
   Encoding encode(std::string_view text, EncodeOptions const& options = {}) const {
     std::size_t const room = room_for_text(options, special_token_count(specials_, false, true));
-    TokenList a = tokenize(text, "text", room);
+    TokenList a = tokenize_within(text, "text", room, options);
     if (a.size() > room) throw TokenLimitError(*options.token_limit);
     return finish(a, nullptr, options);
   }
@@ -116,9 +119,9 @@ class Tokenizer {
   // A pair: [CLS] text [SEP] pair [SEP], token types 0 then 1.
   Encoding encode(std::string_view text, std::string_view pair, EncodeOptions const& options = {}) const {
     std::size_t const room = room_for_text(options, special_token_count(specials_, true, true));
-    TokenList a = tokenize(text, "text", room);
+    TokenList a = tokenize_within(text, "text", room, options);
     if (a.size() > room) throw TokenLimitError(*options.token_limit);
-    TokenList b = tokenize(pair, "pair text", room - a.size());
+    TokenList b = tokenize_within(pair, "pair text", room - a.size(), options);
     if (b.size() > room - a.size()) throw TokenLimitError(*options.token_limit);
     return finish(a, &b, options);
   }
@@ -130,7 +133,7 @@ class Tokenizer {
     TokenList a;
     for (std::string const& word : words) {
       if (a.size() > room) break;
-      a.append(tokenize(word, "word", room - a.size()));
+      a.append(tokenize_within(word, "word", room - a.size(), options));
     }
     if (a.size() > room) throw TokenLimitError(*options.token_limit);
     return finish(a, nullptr, options);
@@ -162,10 +165,26 @@ class Tokenizer {
   // max_tokens tokens (so a result longer than max_tokens is incomplete).
   TokenList tokenize(std::string_view text, std::string_view what = "text",
                      std::size_t max_tokens = std::numeric_limits<std::size_t>::max()) const {
+    return tokenize_segments(text, what, max_tokens, std::nullopt);
+  }
+
+ private:
+  // tokenize() for an encode under options.token_limit: a stretch the model proves would take the text
+  // past max_tokens (TokenizerModel::min_tokens) throws TokenLimitError before it is encoded. A text within
+  // the limit is tokenized exactly as by tokenize().
+  TokenList tokenize_within(std::string_view text, std::string_view what, std::size_t max_tokens,
+                            EncodeOptions const& options) const {
+    return tokenize_segments(text, what, max_tokens, options.token_limit);
+  }
+
+  TokenList tokenize_segments(std::string_view text, std::string_view what, std::size_t max_tokens,
+                              std::optional<std::size_t> token_limit) const {
     DecodedText const decoded = decode_utf8(text, what);
     TokenList out;
     for (auto const& seg : detail::split_added_tokens(decoded, added_, *matcher_)) {
       if (out.size() > max_tokens) break;
+      if (token_limit && seg.added < 0 && model_->min_tokens(decoded, seg.begin, seg.end) > max_tokens - out.size())
+        throw TokenLimitError(*token_limit);
       if (seg.added >= 0) {
         auto const& tok = added_[static_cast<std::size_t>(seg.added)];
         out.push_back(tok.id, tok.content, {static_cast<std::int64_t>(seg.begin), static_cast<std::int64_t>(seg.end)},
@@ -177,6 +196,7 @@ class Tokenizer {
     return out;
   }
 
+ public:
   // Text of `ids` as HF's decode() gives it; ids outside the vocabulary are an error.
   std::string decode(std::span<std::int64_t const> ids, bool skip_special_tokens = false) const {
     std::vector<std::string> tokens;

@@ -37,6 +37,12 @@ inline constexpr std::size_t kMaxAnswerWindow = 384;
 // fill-mask: per mask of a text, its predictions best first.
 using MaskPredictions = std::vector<std::vector<pipelines::MaskPrediction>>;
 
+// The most tokens one text's fill-mask answer may write, checked before the forward: each prediction carries
+// the whole text decoded with its mask filled (HF's "sequence"), so masks x top_k x the text's tokens is both
+// the answer's size and the work of decoding it (4 texts of 510 masks at top_k 100: 641 MB over 85 s). One
+// mask of a 512-token text at top_k 100 writes 51,200; 2^18 is about 1.3 MB of text per input.
+inline constexpr std::size_t kMaxFillMaskAnswerTokens = std::size_t{1} << 18;
+
 struct FillMaskOptions {
   std::size_t top_k = 5;
 };
@@ -54,10 +60,17 @@ struct Answer {
   std::string answer;  // that part of the context
 };
 
+// The most candidate labels a zero-shot call takes by default: each label is one more (text, hypothesis) pair
+// per text to tokenize and run, so the labels bound the work and the answer as the texts do. The server
+// bounds them by --max-client-batch-size instead, as TEI bounds a request's inputs.
+inline constexpr std::size_t kMaxCandidateLabels = 1024;
+
 struct ZeroShotOptions {
   std::vector<std::string> candidate_labels;
   std::string hypothesis_template = std::string(pipelines::kDefaultHypothesisTemplate);
   bool multi_label = false;
+  std::size_t max_candidate_labels = kMaxCandidateLabels;
+  std::string max_labels_option = "the zero-shot task's limit";  // what the refusal names as the limit
 };
 using ZeroShotResult = pipelines::ZeroShotResult;
 
@@ -112,7 +125,8 @@ class Pipeline {
 
   // The tasks. Every call may come from any thread.
   //
-  // fill-mask (HF's pipeline): per text, per [MASK] in it, the top_k predictions.
+  // fill-mask (HF's pipeline): per text, per [MASK] in it, the top_k predictions. A text whose answer would
+  // write more than kMaxFillMaskAnswerTokens tokens is refused (InputError kTooLong) before any forward.
   std::vector<MaskPredictions> fill_mask(std::span<std::string const> texts, FillMaskOptions const& options,
                                          TaskRun const& run) const;
   // text-classification: per input, the labels best first (the top_k best when given).
@@ -128,7 +142,8 @@ class Pipeline {
   // to the tokenizer's model_max_length when it has one, as HF. check_zero_shot's refusals come first.
   std::vector<ZeroShotResult> zero_shot(std::span<std::string const> texts, ZeroShotOptions const& options,
                                         TaskRun const& run) const;
-  // UsageError for a checkpoint without an entailment label, no candidate label or a template without {}.
+  // UsageError for a checkpoint without an entailment label, no candidate label or a template without {};
+  // InputError (kTooLong) for more than options.max_candidate_labels labels.
   void check_zero_shot(ZeroShotOptions const& options) const;
   // rerank with a cross-encoder: (query, passage) pairs, sorted by score (pipelines::rerank); passages are
   // the run's inputs. A front end that streams its passages in parts collects each part's rerank_logits and
@@ -160,7 +175,7 @@ class Pipeline {
   TokenLimitNames limit_names_;
   std::optional<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<LoadedModel> model_;    // destroyed before backend_ (declared after it)
+  std::unique_ptr<LoadedModel> model_;      // destroyed before backend_ (declared after it)
   std::unique_ptr<DirectRunner> direct_;    // over model_
   std::unique_ptr<DirectRunner> backbone_;  // over model_'s backbone: embed on a checkpoint with a head
 };
