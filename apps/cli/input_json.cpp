@@ -121,7 +121,7 @@ TokenInput read_token_input(std::filesystem::path const& path, std::int64_t max_
   io::Json root;
   {
     // The mapping is released once parsed; only the integer fields are kept.
-    io::MappedFile const file = io::MappedFile::open(path);
+    io::MappedFile const file = io::MappedFile::open(path, "input");
     // The parsed document takes several times the text: a file no input of --max-tokens tokens needs is
     // refused before it is parsed.
     std::int64_t const limit = max_input_bytes(max_tokens);

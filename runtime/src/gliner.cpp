@@ -10,6 +10,7 @@
 #include "flashdeberta/core/error.hpp"
 #include "flashdeberta/gliner/gliner_long_text.hpp"
 #include "flashdeberta/gliner/gliner_model.hpp"
+#include "flashdeberta/io/regular_file.hpp"
 #include "flashdeberta/runtime/pipeline.hpp"
 
 namespace flashdeberta::runtime {
@@ -26,9 +27,10 @@ struct PlannedText {
 
 }  // namespace
 
+// Anything of the name counts, so that a gliner_config.json that is a FIFO or a directory is reported as what it
+// is when read, not taken for a DeBERTa directory without config.json.
 bool is_gliner_directory(std::filesystem::path const& directory) {
-  std::error_code ec;
-  return std::filesystem::is_regular_file(directory / "gliner_config.json", ec);
+  return io::file_status(directory / "gliner_config.json").kind != io::FileKind::kMissing;
 }
 
 GlinerModel::GlinerModel(RuntimeOptions const& options)

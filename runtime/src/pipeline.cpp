@@ -13,7 +13,7 @@ namespace {
 
 // The same strict reader as the model's config (the model has loaded it by now); HF writes null when unset.
 std::string read_problem_type(std::filesystem::path const& config_path) {
-  io::MappedFile const file = io::MappedFile::open(config_path);
+  io::MappedFile const file = io::MappedFile::open(config_path, "model config");
   std::string_view const text(reinterpret_cast<char const*>(file.bytes().data()), file.size());
   io::Json const root = io::parse_json(text, config_path.string(), "config");
   auto const it = root.is_object() ? root.find("problem_type") : root.end();

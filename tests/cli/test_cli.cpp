@@ -188,7 +188,7 @@ TEST_CASE("cli run: bad input fails with one line, the right status and no outpu
   // 1.1 MB of indentation around one id: more than --max-tokens 1 admits (3 fields x 64 bytes + 1 MiB).
   std::string const padded_file = R"({"input_ids": [[1]])" + std::string(1'100'000, ' ') + "}";
   std::vector<Case> const cases = {
-      {"missing input file", nullptr, {}, 1, "cannot open"},
+      {"missing input file", nullptr, {}, 1, "cannot read the input (no such file)"},
       {"malformed JSON", R"({"input_ids": [[1, 2, 3]})", {}, 1, "not valid JSON"},
       {"not an object", R"([[1, 2, 3]])", {}, 1, "an object"},
       {"no input_ids", R"({"attention_mask": [[1, 1]]})", {}, 1, "'input_ids' is missing"},

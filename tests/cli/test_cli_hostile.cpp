@@ -1,6 +1,9 @@
 // Hostile inputs through the flashdeberta program, as a user downloading files from anywhere would meet
 // them: each must end with exit 1, one `flashdeberta: error:` line naming what was wrong, within a few
 // seconds and a few hundred MB, and no output file. docs/errors.md lists these cases by name.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <doctest/doctest.h>
 
 #include <cctype>
@@ -189,6 +192,31 @@ TEST_CASE("hostile safetensors: the data section must be covered from 0 to the e
     auto const r = run_model(dir, model_dir(dir, "model.safetensors", image.bytes()));
     CHECK_MESSAGE(r.status == 0, r.err);
   }
+}
+
+TEST_CASE("hostile files: a FIFO as --input, config.json or the weights is refused, not waited on") {
+  // Opened for reading, a FIFO waits for a writer: the program blocked forever. SIGALRM fails the test instead.
+  ::alarm(120);
+  ScratchDir const dir;
+  std::string const weights = read_bytes(fixture("v3_c2p") / "model.safetensors");
+  SUBCASE("--input") {
+    REQUIRE(::mkfifo((dir / "input.json").c_str(), 0600) == 0);
+    check_refused(run_model_measured(dir, model_dir(dir, "model.safetensors", weights)),
+                  {(dir / "input.json").string() + ": cannot read the input: it is a FIFO, not a regular file"});
+  }
+  SUBCASE("config.json") {
+    fs::path const model = model_dir(dir, "model.safetensors", weights);
+    fs::remove(model / "config.json");
+    REQUIRE(::mkfifo((model / "config.json").c_str(), 0600) == 0);
+    check_refused(run_model_measured(dir, model), {(model / "config.json").string(), "it is a FIFO"});
+  }
+  SUBCASE("model.safetensors") {
+    fs::path const model = model_dir(dir, "model.safetensors", weights);
+    fs::remove(model / "model.safetensors");
+    REQUIRE(::mkfifo((model / "model.safetensors").c_str(), 0600) == 0);
+    check_refused(run_model_measured(dir, model), {(model / "model.safetensors").string(), "it is a FIFO"});
+  }
+  ::alarm(0);
 }
 
 TEST_CASE("hostile JSON: a NUL byte ends nothing, the rest of the file is read and refused") {

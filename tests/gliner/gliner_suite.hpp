@@ -7,6 +7,9 @@
 // tensor.
 #pragma once
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -16,6 +19,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../scratch_dir.hpp"
@@ -247,6 +251,42 @@ void run_gliner_class_token_index(P const& policy) {
   std::string const message = gliner_load_error(policy, copy.path());
   INFO("message: " << message);
   CHECK(message.find("key 'class_token_index' is -5 but the tokenizer's '<<ENT>>' is token ") != std::string::npos);
+}
+
+// What GLiNER's loader refuses before it could block or run out of memory: encoder_config's num_hidden_layers
+// past the layers the checkpoint holds (a vector sized from 1e8 gave "out of memory"), and FIFOs as its files
+// (opened for reading, a FIFO waits for a writer forever).
+template <ExecutionPolicy P>
+void run_gliner_unreadable_files(P const& policy) {
+  std::filesystem::path const source = gliner_fixture_dir() / "span_marker";
+  {
+    ScratchDir const copy("gliner_layers");
+    copy.copy_from(source, {"model.safetensors", "tokenizer.json", "tokenizer_config.json"});
+    io::Json config = read_json_file(source / "gliner_config.json");
+    std::int64_t const layers = config["encoder_config"]["num_hidden_layers"].get<std::int64_t>();
+    config["encoder_config"]["num_hidden_layers"] = 100000000;
+    copy.write("gliner_config.json", config.dump());
+    std::string const message = gliner_load_error(policy, copy.path());
+    INFO("message: " << message);
+    CHECK(message.find("config key 'num_hidden_layers' is 100000000, but the checkpoint holds " +
+                       std::to_string(layers) + " layers") != std::string::npos);
+  }
+  ::alarm(60);  // a reader that blocks on a FIFO fails the test instead of hanging it
+  for (char const* name : {"model.safetensors", "pytorch_model.bin", "gliner_config.json"}) {
+    INFO(name);
+    ScratchDir const copy("gliner_fifo");
+    copy.copy_from(source, {"gliner_config.json", "tokenizer.json", "tokenizer_config.json"});
+    if (std::string_view(name) == "gliner_config.json") {
+      std::filesystem::remove(copy / name);
+      std::filesystem::copy_file(source / "model.safetensors", copy / "model.safetensors");
+    }
+    REQUIRE(::mkfifo((copy / name).c_str(), 0600) == 0);
+    std::string const message = gliner_load_error(policy, copy.path());
+    INFO("message: " << message);
+    CHECK(message.find((copy / name).string() + ": cannot ") == 0);
+    CHECK(message.find(": it is a FIFO, not a regular file") != std::string::npos);
+  }
+  ::alarm(0);
 }
 
 inline void run_gliner_word_splitter() {

@@ -11,6 +11,10 @@ TEST_CASE("gliner: a missing tensor is refused through EigenPolicy") {
   flashdeberta::testing::run_gliner_missing_tensor(flashdeberta::EigenPolicy(2));
 }
 
+TEST_CASE("gliner: num_hidden_layers past the checkpoint's layers and FIFOs as files are refused") {
+  flashdeberta::testing::run_gliner_unreadable_files(flashdeberta::EigenPolicy(2));
+}
+
 TEST_CASE("gliner: a class_token_index other than ent_token's id is refused") {
   flashdeberta::testing::run_gliner_class_token_index(flashdeberta::EigenPolicy(2));
 }

@@ -4,6 +4,9 @@
 // time).
 // Each is refused with an error naming the file, the token and the id, or loads in linear time. tokenizer.json
 // files that are malformed or hold values of the wrong type are refused naming the file and the field.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -187,8 +190,9 @@ TEST_CASE("a special token that needs an id past 2^31 - 1 is refused") {
   CHECK(flashdeberta::load_tokenizer(fits.dir.path()).mask_token_id() == 2147483647);
 }
 
-TEST_CASE("tokenizer_config.json: model_max_length past int64 or null is no limit, negative, fractional or "
-          "non-numeric is refused") {
+TEST_CASE(
+    "tokenizer_config.json: model_max_length past int64 or null is no limit, negative, fractional or "
+    "non-numeric is refused") {
   CHECK(contains(error_with("tokenizer_config.json", R"({"model_max_length": -5})"),
                  "key 'model_max_length' is negative (-5)"));
   CHECK(contains(error_with("tokenizer_config.json", R"({"model_max_length": -1e300})"),
@@ -324,4 +328,66 @@ TEST_CASE("tokenizer.json: a Precompiled charsmap that is not base64 or does not
   CHECK(contains(json_error("spm_precompiled",
                             [](json& d) { d["normalizer"]["normalizers"][1]["precompiled_charsmap"] = "AQ=="; }),
                  "is too short (1 bytes)"));
+}
+
+TEST_CASE("two added tokens of one id are refused, naming both tokens and the id") {
+  // "7" and "07" are one id to Python's int(), which transformers applies to the keys.
+  CHECK(contains(error_with("tokenizer_config.json",
+                            R"({"added_tokens_decoder": {"7": {"content": "[A]"}, "07": {"content": "[B]"}}})"),
+                 "tokenizer_config.json: added_tokens_decoder: id 7 is used by both '[B]' (key '07') and '[A]' (key "
+                 "'7')"));
+  using nlohmann::json;
+  std::string const message =
+      json_error("spm_gliner", [](json& d) { d["added_tokens"][5]["id"] = d["added_tokens"][4]["id"]; });
+  CAPTURE(message);
+  CHECK(contains(message, "tokenizer.json: added_tokens: id "));
+  CHECK(contains(message, "(added_tokens[4]) and '"));
+  CHECK(contains(message, "(added_tokens[5])"));
+}
+
+TEST_CASE("optional tokenizer files: absent means not there, and a FIFO, a directory or a device there is an error") {
+  ::alarm(60);  // a reader that blocks on a FIFO fails the test instead of hanging it
+  struct Kind {
+    char const* what;
+    std::function<void(std::filesystem::path const&)> make;
+  };
+  Kind const kinds[] = {
+      {"a FIFO, not a regular file", [](auto const& p) { REQUIRE(::mkfifo(p.c_str(), 0600) == 0); }},
+      {"a directory, not a regular file", [](auto const& p) { std::filesystem::create_directory(p); }},
+      {"a character device, not a regular file",
+       [](auto const& p) { std::filesystem::create_symlink("/dev/urandom", p); }},
+      {"a symbolic link loop", [](auto const& p) { std::filesystem::create_symlink(p.filename(), p); }},
+  };
+  for (char const* name : {"tokenizer_config.json", "special_tokens_map.json", "added_tokens.json"}) {
+    for (Kind const& kind : kinds) {
+      CAPTURE(name);
+      CAPTURE(kind.what);
+      BpeCopy const copy(Files{});
+      std::filesystem::remove(copy.dir / name);
+      kind.make(copy.dir / name);
+      std::string const message = copy.error();
+      CHECK_MESSAGE(contains(message, (copy.dir / name).string() + ": cannot read the "), message);
+      CHECK_MESSAGE(contains(message, std::string(": it is ") + kind.what), message);
+    }
+  }
+  ::alarm(0);
+  // Absent, each leaves HF's defaults.
+  BpeCopy const bare(Files{});
+  for (char const* name : {"tokenizer_config.json", "special_tokens_map.json", "added_tokens.json"})
+    std::filesystem::remove(bare.dir / name);
+  CHECK(tok::load_tokenizer_config(bare.dir.path()).files_read.empty());
+}
+
+TEST_CASE("tokenizer model files that are FIFOs are refused, not waited on") {
+  ::alarm(60);
+  for (char const* name : {"vocab.json", "merges.txt"}) {
+    CAPTURE(name);
+    BpeCopy const copy(Files{});
+    std::filesystem::remove(copy.dir / name);
+    REQUIRE(::mkfifo((copy.dir / name).c_str(), 0600) == 0);
+    std::string const message = copy.error();
+    CHECK_MESSAGE(contains(message, (copy.dir / name).string() + ": cannot read the BPE "), message);
+    CHECK_MESSAGE(contains(message, "it is a FIFO, not a regular file"), message);
+  }
+  ::alarm(0);
 }

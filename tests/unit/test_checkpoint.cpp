@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <doctest/doctest.h>
 
 #include "flashdeberta/core/host_buffer.hpp"
@@ -192,4 +195,81 @@ TEST_CASE("float32 tensors lent from the mapped file") {
   CHECK(reinterpret_cast<std::uintptr_t>(padded.info("word").bytes.data()) % alignof(float) == 2);
   CHECK_FALSE(padded.mapped_f32("word", {3, 2}).has_value());
   CHECK(padded.read_f32("word", {3, 2}) == kWord);
+}
+
+namespace {
+
+// A FIFO at `path`: opened for reading, it waits for a writer that never comes.
+void make_fifo(std::filesystem::path const& path) { REQUIRE(::mkfifo(path.c_str(), 0600) == 0); }
+
+// Fails the test (by SIGALRM ending the process) where a reader blocks instead of refusing.
+struct HangGuard {
+  HangGuard() { ::alarm(60); }
+  ~HangGuard() { ::alarm(0); }
+};
+
+}  // namespace
+
+TEST_CASE("checkpoint files that are not regular files are refused, naming what they are") {
+  HangGuard const guard;
+  for (std::string const name :
+       {"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json"}) {
+    CAPTURE(name);
+    TempDir dir;
+    make_fifo(dir / name);
+    CHECK(error_message([&] { Checkpoint::open(dir.path()); }) ==
+          (dir / name).string() + ": cannot " + (name.ends_with(".json") ? "read the shard index" : "open") +
+              ": it is a FIFO, not a regular file");
+  }
+  TempDir dir;
+  make_fifo(dir / "x.safetensors");  // named instead of its directory
+  CHECK(error_message([&] { Checkpoint::open(dir / "x.safetensors"); }) ==
+        (dir / "x.safetensors").string() + ": cannot open: it is a FIFO, not a regular file");
+  std::filesystem::create_directory(dir / "model.safetensors");
+  CHECK(error_message([&] { Checkpoint::open(dir.path()); }) ==
+        (dir / "model.safetensors").string() + ": cannot open: it is a directory, not a regular file");
+  std::filesystem::remove(dir / "model.safetensors");
+  std::filesystem::create_symlink("pytorch_model.bin", dir / "pytorch_model.bin");  // a loop of one
+  CHECK(error_message([&] { Checkpoint::open(dir.path()); }) ==
+        (dir / "pytorch_model.bin").string() + ": cannot open: it is a symbolic link loop");
+  std::filesystem::remove(dir / "pytorch_model.bin");
+  std::filesystem::create_symlink("/dev/zero", dir / "pytorch_model.bin");
+  CHECK(error_message([&] { Checkpoint::open(dir.path()); }) ==
+        (dir / "pytorch_model.bin").string() + ": cannot open: it is a character device, not a regular file");
+  std::filesystem::remove(dir / "pytorch_model.bin");
+  std::filesystem::create_symlink("gone.safetensors", dir / "model.safetensors");
+  CHECK(error_message([&] { Checkpoint::open(dir.path()); }) ==
+        (dir / "model.safetensors").string() + ": cannot open: it is a symbolic link to a file that does not exist");
+  CHECK(error_message([&] { Checkpoint::open(dir / "fifo"); }) ==
+        "checkpoint " + (dir / "fifo").string() +
+            ": not a directory (nor a .safetensors or .bin file): nothing is there");
+  make_fifo(dir / "fifo");
+  CHECK(error_message([&] { Checkpoint::open(dir / "fifo"); }) ==
+        "checkpoint " + (dir / "fifo").string() +
+            ": not a directory (nor a .safetensors or .bin file): it is a FIFO, not a regular file");
+}
+
+TEST_CASE("a shard that is a FIFO is refused, naming it") {
+  HangGuard const guard;
+  TempDir dir;
+  write_sharded(dir, kGoodMap);
+  std::filesystem::remove(dir / "model-00002-of-00002.safetensors");
+  make_fifo(dir / "model-00002-of-00002.safetensors");
+  CHECK(error_message([&] { Checkpoint::open(dir.path()); }) ==
+        "checkpoint " + dir.path().string() +
+            ": model.safetensors.index.json maps 'embeddings.LayerNorm.weight' to shard "
+            "'model-00002-of-00002.safetensors', which is a FIFO, not a regular file");
+}
+
+TEST_CASE("count_numbered: one past the highest block number stored") {
+  TempDir dir;
+  std::vector<float> const one = {1};
+  write_safetensors(dir / "model.safetensors", {{"encoder.layer.0.w", DType::kF32, {1}, as_bytes_of(one)},
+                                                {"encoder.layer.11.w", DType::kF32, {1}, as_bytes_of(one)},
+                                                {"encoder.layer.x.w", DType::kF32, {1}, as_bytes_of(one)},
+                                                {"encoder.layer.99", DType::kF32, {1}, as_bytes_of(one)},
+                                                {"encoder.rel_embeddings.weight", DType::kF32, {1}, as_bytes_of(one)}});
+  Checkpoint const ckpt = Checkpoint::open(dir.path());
+  CHECK(ckpt.count_numbered("encoder.layer.") == 12);
+  CHECK(ckpt.count_numbered("deberta.encoder.layer.") == 0);
 }

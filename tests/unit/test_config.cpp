@@ -1,6 +1,10 @@
 // config.json parsing: family defaults, every parsing rule of spec section 1, and every rejection.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <bit>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 #include <doctest/doctest.h>
@@ -299,4 +303,36 @@ TEST_CASE("config.json: a NUL byte or anything but whitespace after the object i
   CHECK(error_message([&] {
           flashdeberta::load_model_config(dir.path());
         }).rfind((dir / "config.json").string() + ": config is not valid JSON (", 0) == 0);
+}
+
+TEST_CASE("problem_type: HF's three values or null, anything else is refused naming them") {
+  for (char const* type : {"regression", "single_label_classification", "multi_label_classification"}) {
+    CAPTURE(type);
+    CHECK(parse(v2(std::string(R"("problem_type": ")") + type + "\"")).model_type == ModelType::kDebertaV2);
+  }
+  CHECK(parse(v2(R"("problem_type": null)")).model_type == ModelType::kDebertaV2);
+  check_rejected(v2(R"("problem_type": "zzz")"),
+                 "key 'problem_type' must be \"regression\", \"single_label_classification\" or "
+                 "\"multi_label_classification\" (or null), found string \"zzz\"");
+  check_rejected(v2(R"("problem_type": 3)"), "key 'problem_type' must be a string, found integer 3");
+}
+
+TEST_CASE("config.json that is not a regular file is reported as what it is") {
+  flashdeberta::test::TempDir dir;
+  auto const message = [&] { return error_message([&] { flashdeberta::load_model_config(dir.path()); }); };
+  std::string const file = (dir / "config.json").string();
+  CHECK(message() == file + ": cannot read the model config (no such file)");
+  REQUIRE(::mkfifo((dir / "config.json").c_str(), 0600) == 0);
+  ::alarm(60);  // a reader that blocks on the FIFO fails the test instead of hanging it
+  CHECK(message() == file + ": cannot read the model config: it is a FIFO, not a regular file");
+  ::alarm(0);
+  std::filesystem::remove(dir / "config.json");
+  std::filesystem::create_symlink("config.json", dir / "config.json");
+  CHECK(message() == file + ": cannot read the model config: it is a symbolic link loop");
+  std::filesystem::remove(dir / "config.json");
+  std::filesystem::create_directory(dir / "config.json");
+  CHECK(message() == file + ": cannot read the model config: it is a directory, not a regular file");
+  std::filesystem::remove(dir / "config.json");
+  std::filesystem::create_symlink("/dev/urandom", dir / "config.json");
+  CHECK(message() == file + ": cannot read the model config: it is a character device, not a regular file");
 }

@@ -414,3 +414,21 @@ TEST_CASE("malformed legacy files") {
   wrong_protocol[18] = '\x00';  // BININT2 1001 -> 1000 + ...
   CHECK(parse_error(wrong_protocol).find("legacy torch.save protocol version is not 1001") != std::string::npos);
 }
+
+#if FLASHDEBERTA_TEST_EIGEN
+TEST_CASE("num_hidden_layers past the layers the checkpoint holds is refused before anything is sized from it") {
+  // A vector of 1e8 layers was reserved first, and the load ended in "out of memory".
+  TempDir dir;
+  std::filesystem::create_symlink(kFixtures / "v3_base_like" / "model.safetensors", dir / "model.safetensors");
+  std::ifstream in(kFixtures / "v3_base_like" / "config.json");
+  flashdeberta::io::Json config = flashdeberta::io::Json::parse(in);
+  std::int64_t const layers = config["num_hidden_layers"].get<std::int64_t>();
+  config["num_hidden_layers"] = 100000000;
+  write_file(dir / "config.json", config.dump());
+  using Model = flashdeberta::DebertaV3<flashdeberta::EigenPolicy>;
+  CHECK(error_message([&] { Model::load(flashdeberta::EigenPolicy(1), dir.path()); }) ==
+        "checkpoint " + dir.path().string() +
+            ": config key 'num_hidden_layers' is 100000000, but the checkpoint holds " + std::to_string(layers) +
+            " layers (encoder.layer.0.* to encoder.layer." + std::to_string(layers - 1) + ".*)");
+}
+#endif

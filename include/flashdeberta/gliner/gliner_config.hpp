@@ -11,7 +11,6 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -20,6 +19,7 @@
 #include "flashdeberta/core/model_config.hpp"
 #include "flashdeberta/io/config_json.hpp"
 #include "flashdeberta/io/json.hpp"
+#include "flashdeberta/io/regular_file.hpp"
 
 namespace flashdeberta {
 
@@ -188,14 +188,7 @@ inline GlinerConfig parse_gliner_config(std::string_view json_text, std::string 
 inline GlinerConfig load_gliner_config(std::filesystem::path const& path) {
   std::error_code ec;
   std::filesystem::path const file = std::filesystem::is_directory(path, ec) ? path / "gliner_config.json" : path;
-  FLASHDEBERTA_REQUIRE_FILE(std::filesystem::is_regular_file(file, ec),
-                            file.string() << ": cannot read the GLiNER config (no such file)");
-  std::ifstream in(file, std::ios::binary);
-  FLASHDEBERTA_REQUIRE_FILE(in.good(), file.string() << ": cannot open the GLiNER config");
-  std::ostringstream text;
-  text << in.rdbuf();
-  FLASHDEBERTA_REQUIRE(!in.bad(), file.string() << ": error while reading the GLiNER config");
-  return parse_gliner_config(text.str(), file.string());
+  return parse_gliner_config(io::read_regular_file(file, "GLiNER config"), file.string());
 }
 
 }  // namespace flashdeberta

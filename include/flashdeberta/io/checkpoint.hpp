@@ -24,6 +24,7 @@
 #include "flashdeberta/core/error.hpp"
 #include "flashdeberta/io/json.hpp"
 #include "flashdeberta/io/mapped_file.hpp"
+#include "flashdeberta/io/regular_file.hpp"
 #include "flashdeberta/io/safetensors.hpp"
 #include "flashdeberta/io/torch_checkpoint.hpp"
 
@@ -132,6 +133,21 @@ class Checkpoint {
     return detail::checkpoint_file_source(files_[entry(name).file]);
   }
 
+  // One past the highest n among the tensors named "<prefix><n>.<rest>" ("encoder.layer.11.output.dense.weight"
+  // under "encoder.layer." gives 12), or 0: how many numbered blocks the checkpoint holds, for checking a config's
+  // count against it before anything is sized from that count.
+  std::int64_t count_numbered(std::string_view prefix) const {
+    std::int64_t count = 0;
+    for (auto it = entries_.lower_bound(prefix); it != entries_.end() && it->first.starts_with(prefix); ++it) {
+      std::string_view const rest = std::string_view(it->first).substr(prefix.size());
+      std::size_t digits = 0;
+      while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
+      if (digits == 0 || digits > 9 || digits == rest.size() || rest[digits] != '.') continue;
+      count = std::max<std::int64_t>(count, std::stoll(std::string(rest.substr(0, digits))) + 1);
+    }
+    return count;
+  }
+
   // The first candidate present, e.g. {"deberta.embeddings.word_embeddings.weight",
   // "embeddings.word_embeddings.weight"}.
   std::optional<std::string> find_first(std::initializer_list<std::string_view> candidates) const {
@@ -185,25 +201,35 @@ class Checkpoint {
   Checkpoint() = default;
 
   static Checkpoint open_files(std::filesystem::path const& path) {
-    std::error_code ec;
     Checkpoint ckpt;
-    if (std::filesystem::is_regular_file(path, ec) &&
-        (path.extension() == ".safetensors" || detail::is_torch_file_name(path))) {
+    io::FileStatus const status = io::file_status(path);
+    bool const file_name = path.extension() == ".safetensors" || detail::is_torch_file_name(path);
+    if (status.kind != io::FileKind::kDirectory && file_name && status.kind != io::FileKind::kMissing) {
+      // Whatever else it is (a FIFO, a link loop), opening it says so.
       ckpt.directory_ = path.has_parent_path() ? path.parent_path() : ".";
       ckpt.open_single(path);
       return ckpt;
     }
     ckpt.directory_ = path;
-    FLASHDEBERTA_REQUIRE_FILE(std::filesystem::is_directory(path, ec),
-                              "checkpoint " << path.string() << ": not a directory (nor a .safetensors or .bin file)");
-    // safetensors first, as HF's from_pretrained prefers it.
-    for (char const* name : {"model.safetensors", "pytorch_model.bin"}) {
-      if (std::filesystem::exists(path / name, ec)) {
+    if (status.kind != io::FileKind::kDirectory) {
+      detail::throw_error<FileError>([&](std::ostringstream& os) {
+        os << "checkpoint " << path.string() << ": not a directory (nor a .safetensors or .bin file): "
+           << (status.kind == io::FileKind::kMissing ? std::string("nothing is there")
+                                                     : "it is " + io::describe_file_status(status));
+      });
+    }
+    // safetensors first, as HF's from_pretrained prefers it. Any entry of the name counts as present, so that
+    // a FIFO, a directory or a broken link there is reported as what it is rather than passed over.
+    auto const present = [&](std::string const& name) {
+      return io::file_status(path / name).kind != io::FileKind::kMissing;
+    };
+    for (std::string const name : {"model.safetensors", "pytorch_model.bin"}) {
+      if (present(name)) {
         ckpt.open_single(path / name);
         return ckpt;
       }
-      std::string const index = std::string(name) + ".index.json";
-      if (std::filesystem::exists(path / index, ec)) {
+      std::string const index = name + ".index.json";
+      if (present(index)) {
         ckpt.open_sharded(path / index);
         return ckpt;
       }
@@ -245,7 +271,7 @@ class Checkpoint {
     std::string const index_name = index_path.string();
     std::string const index_file = index_path.filename().string();
     bool const torch = index_file == "pytorch_model.bin.index.json";
-    io::MappedFile const mapped = io::MappedFile::open(index_path);
+    io::MappedFile const mapped = io::MappedFile::open(index_path, "shard index");
     std::string_view const text(reinterpret_cast<char const*>(mapped.bytes().data()), mapped.size());
     io::Json const index = io::parse_json(text, index_name, "shard index");
     io::JsonFields const fields(index, index_name);
@@ -274,10 +300,13 @@ class Checkpoint {
         FLASHDEBERTA_REQUIRE(!shard.empty() && shard_path == shard_path.filename() && shard != "." && shard != "..",
                              "checkpoint " << directory_.string() << ": " << index_file << " maps '" << name << "' to '"
                                            << shard << "', which is not a file name in the directory");
-        std::error_code ec;
-        FLASHDEBERTA_REQUIRE_FILE(std::filesystem::is_regular_file(directory_ / shard_path, ec),
+        io::FileStatus const shard_status = io::file_status(directory_ / shard_path);
+        FLASHDEBERTA_REQUIRE_FILE(shard_status.kind == io::FileKind::kRegular,
                                   "checkpoint " << directory_.string() << ": " << index_file << " maps '" << name
-                                                << "' to shard '" << shard << "', which does not exist");
+                                                << "' to shard '" << shard << "', which "
+                                                << (shard_status.kind == io::FileKind::kMissing
+                                                        ? std::string("does not exist")
+                                                        : "is " + io::describe_file_status(shard_status)));
         if (torch) {
           files_.emplace_back(TorchFile::open(directory_ / shard_path));
         } else {

@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -23,6 +22,7 @@
 #include "flashdeberta/core/error.hpp"
 #include "flashdeberta/core/model_config.hpp"
 #include "flashdeberta/io/json.hpp"
+#include "flashdeberta/io/regular_file.hpp"
 
 namespace flashdeberta {
 
@@ -209,6 +209,18 @@ inline void validate_model_config(std::string const& source, ModelConfig const& 
   }
 }
 
+// HF's PretrainedConfig refuses any other problem_type (null is unset); read as unset, a typo would silently
+// choose softmax over sigmoid scores.
+inline void require_problem_type(io::JsonFields const& f) {
+  io::Json const* value = f.find("problem_type");
+  if (value == nullptr || value->is_null()) return;
+  std::string const& type = io::json_as_string(*value, f.source(), "key 'problem_type'");
+  if (type == "regression" || type == "single_label_classification" || type == "multi_label_classification") return;
+  io::fail_json_type(f.source(), "key 'problem_type'",
+                     "\"regression\", \"single_label_classification\" or \"multi_label_classification\" (or null)",
+                     *value);
+}
+
 }  // namespace detail
 
 // `source_name` (normally the file path) starts every error message.
@@ -302,6 +314,7 @@ inline ModelConfig parse_model_config(std::string_view json_text, std::string co
     c.talking_head = f.get_bool("talking_head", false);
   }
 
+  detail::require_problem_type(f);
   detail::validate_model_config(src, c);
   return c;
 }
@@ -310,14 +323,7 @@ inline ModelConfig parse_model_config(std::string_view json_text, std::string co
 inline ModelConfig load_model_config(std::filesystem::path const& path) {
   std::error_code ec;
   std::filesystem::path const file = std::filesystem::is_directory(path, ec) ? path / "config.json" : path;
-  FLASHDEBERTA_REQUIRE_FILE(std::filesystem::is_regular_file(file, ec),
-                            file.string() << ": cannot read the model config (no such file)");
-  std::ifstream in(file, std::ios::binary);
-  FLASHDEBERTA_REQUIRE_FILE(in.good(), file.string() << ": cannot open the model config");
-  std::ostringstream text;
-  text << in.rdbuf();
-  FLASHDEBERTA_REQUIRE(!in.bad(), file.string() << ": error while reading the model config");
-  return parse_model_config(text.str(), file.string());
+  return parse_model_config(io::read_regular_file(file, "model config"), file.string());
 }
 
 }  // namespace flashdeberta

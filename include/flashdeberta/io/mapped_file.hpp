@@ -13,6 +13,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <fcntl.h>
@@ -21,33 +22,23 @@
 #include <unistd.h>
 
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/io/regular_file.hpp"
 
 namespace flashdeberta::io {
 
 class MappedFile {
  public:
-  static MappedFile open(std::filesystem::path const& path) {
-    int const fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    int const open_errno = errno;  // captured before building the message can touch errno
-    FLASHDEBERTA_REQUIRE_FILE(fd >= 0, path.string() << ": cannot open (" << std::strerror(open_errno) << ")");
-    // The mapping outlives the descriptor, so the descriptor is closed on every path out of here.
-    struct FdCloser {
-      int fd;
-      ~FdCloser() { ::close(fd); }
-    } const closer{fd};
-
-    struct stat st {};
-    int const stat_result = ::fstat(fd, &st);
-    int const stat_errno = errno;
-    FLASHDEBERTA_REQUIRE_FILE(stat_result == 0, path.string() << ": cannot stat (" << std::strerror(stat_errno) << ")");
-    FLASHDEBERTA_REQUIRE_FILE(S_ISREG(st.st_mode), path.string() << ": not a regular file");
+  // `what` names the file's role in messages ("shard index"); only a regular file is opened (regular_file.hpp).
+  static MappedFile open(std::filesystem::path const& path, std::string_view what = {}) {
+    // The mapping outlives the descriptor, which closes on every path out of here.
+    RegularFileDescriptor const file(path, what);
     FLASHDEBERTA_REQUIRE(
-        st.st_size >= 0 && static_cast<std::uintmax_t>(st.st_size) <= std::numeric_limits<std::size_t>::max(),
-        path.string() << ": file size " << st.st_size << " cannot be mapped");
-    auto const size = static_cast<std::size_t>(st.st_size);
+        file.size() >= 0 && static_cast<std::uintmax_t>(file.size()) <= std::numeric_limits<std::size_t>::max(),
+        path.string() << ": file size " << file.size() << " cannot be mapped");
+    auto const size = static_cast<std::size_t>(file.size());
     if (size == 0) return MappedFile(path, nullptr, 0);  // mmap rejects length 0
 
-    void* const data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void* const data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.get(), 0);
     int const map_errno = errno;
     FLASHDEBERTA_REQUIRE(data != MAP_FAILED,
                          path.string() << ": cannot map " << size << " bytes (" << std::strerror(map_errno) << ")");

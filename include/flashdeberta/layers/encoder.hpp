@@ -2,8 +2,10 @@
 // load), the stack of layers and, for v2 checkpoints that have one, the conv layer after layer 0.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "flashdeberta/layers/attention.hpp"
@@ -17,6 +19,16 @@ class Encoder {
  public:
   Encoder(WeightLoader<P> const& w, ModelConfig const& c) : config_(c) {
     P const& p = w.policy();
+    // Before the layers are sized from the config: num_hidden_layers 1e8 would otherwise end in "out of memory".
+    std::string const layer_prefix = w.prefix() + "encoder.layer.";
+    std::int64_t const stored = w.checkpoint().count_numbered(layer_prefix);
+    FLASHDEBERTA_REQUIRE(
+        c.num_layers <= stored,
+        "checkpoint " << w.checkpoint().directory().string() << ": config key 'num_hidden_layers' is " << c.num_layers
+                      << ", but the checkpoint holds " << stored << " layer" << (stored == 1 ? "" : "s") << " ("
+                      << layer_prefix
+                      << (stored == 0 ? "N.*: none" : "0.* to " + layer_prefix + std::to_string(stored - 1) + ".*")
+                      << ")");
     relative_ = RelativeContext<P>::template load<V>(w, c);
     layers_.reserve(static_cast<std::size_t>(c.num_layers));
     for (std::int64_t l = 0; l < c.num_layers; ++l)

@@ -97,6 +97,7 @@ class WeightLoader {
 
   std::string const& prefix() const { return prefix_; }
   bool has(std::string const& name) const { return checkpoint_.contains(prefix_ + name); }
+  Checkpoint const& checkpoint() const { return checkpoint_; }
 
   // Host float32 copy, shape-checked; for load-time preparation (fusing, precomputing).
   std::vector<float> read(std::string const& name, std::vector<std::int64_t> const& shape) const {

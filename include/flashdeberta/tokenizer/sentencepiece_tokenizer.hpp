@@ -55,9 +55,6 @@ class SentencePieceModel final : public TokenizerModel {
                                                   SentencePieceOptions options = {}) {
     auto m = std::make_shared<SentencePieceModel>();
     m->options_ = options;
-    std::error_code ec;
-    FLASHDEBERTA_REQUIRE_FILE(std::filesystem::is_regular_file(model_file, ec),
-                              model_file.string() << ": cannot read the SentencePiece model (no such file)");
     std::string const bytes = detail::read_text_file(model_file, "SentencePiece model");
     FLASHDEBERTA_REQUIRE(!bytes.empty(), model_file.string() << ": the SentencePiece model file is empty");
     auto const status = m->sp_.LoadFromSerializedProto(bytes);

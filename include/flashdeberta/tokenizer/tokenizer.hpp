@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/io/regular_file.hpp"
 #include "flashdeberta/tokenizer/encoding.hpp"
 #include "flashdeberta/tokenizer/gpt2_bpe.hpp"
 #include "flashdeberta/tokenizer/tokenizer_base.hpp"
@@ -115,10 +116,9 @@ inline Tokenizer assemble(std::shared_ptr<TokenizerModel const> model, Tokenizer
   return Tokenizer(std::move(model), std::move(added), std::move(ids), mask, config.model_max_length);
 }
 
-inline bool is_file(std::filesystem::path const& p) {
-  std::error_code ec;
-  return std::filesystem::is_regular_file(p, ec);
-}
+// Whether anything of the name is there: a FIFO, a directory or a broken link counts, so that reading it reports
+// what it is (io::read_regular_file) rather than the directory seeming to hold no tokenizer.
+inline bool is_file(std::filesystem::path const& p) { return io::file_status(p).kind != io::FileKind::kMissing; }
 
 // "a, b, c" (sorted, at most 20 names) for messages about what a directory holds.
 inline std::string list_directory(std::filesystem::path const& dir) {

@@ -22,6 +22,7 @@
 
 #include "flashdeberta/core/error.hpp"
 #include "flashdeberta/io/json.hpp"
+#include "flashdeberta/io/regular_file.hpp"
 
 namespace flashdeberta::tokenizer {
 
@@ -63,12 +64,16 @@ struct TokenizerConfig {
 namespace detail {
 
 inline std::string read_text_file(std::filesystem::path const& file, char const* what) {
-  std::ifstream in(file, std::ios::binary);
-  FLASHDEBERTA_REQUIRE_FILE(in.good(), file.string() << ": cannot open the " << what);
-  std::ostringstream text;
-  text << in.rdbuf();
-  FLASHDEBERTA_REQUIRE_FILE(!in.bad(), file.string() << ": error while reading the " << what);
-  return text.str();
+  return io::read_regular_file(file, what);
+}
+
+// Whether the optional file `file` is there to be read: false when nothing is there (HF's default then holds);
+// anything there that is not a regular file is an error naming it, rather than a file silently left unread.
+inline bool optional_file_present(std::filesystem::path const& file, char const* what) {
+  io::FileStatus const status = io::file_status(file);
+  if (status.kind == io::FileKind::kMissing) return false;
+  if (status.kind != io::FileKind::kRegular) io::fail_not_regular_file(file, what, status);
+  return true;
 }
 
 // A special token given as "[MASK]" or {"content": "[MASK]", "lstrip": true, ...}; flags not given keep
@@ -139,9 +144,8 @@ inline std::int64_t parse_token_id(std::string const& text, std::string const& s
 // Reads whichever of the three files `dir` holds; a missing file leaves the defaults.
 inline TokenizerConfig load_tokenizer_config(std::filesystem::path const& dir) {
   TokenizerConfig c;
-  std::error_code ec;
   auto const config_file = dir / "tokenizer_config.json";
-  if (std::filesystem::is_regular_file(config_file, ec)) {
+  if (detail::optional_file_present(config_file, "tokenizer config")) {
     io::Json const doc = detail::read_json_file(config_file, "tokenizer config");
     io::JsonFields const f(doc, config_file.string());
     if (f.has("do_lower_case")) c.do_lower_case = f.get_bool("do_lower_case", false);
@@ -166,24 +170,31 @@ inline TokenizerConfig load_tokenizer_config(std::filesystem::path const& dir) {
     detail::read_special_tokens(f, c.specials);
     if (io::Json const* decoder = f.find("added_tokens_decoder"); decoder != nullptr) {
       io::JsonFields const d(*decoder, config_file.string() + ": added_tokens_decoder");
+      std::map<std::int64_t, std::string> keys;    // id -> the key that gave it
       for (auto const& item : decoder->items()) {  // no structured bindings: clang < 16 cannot capture them
         std::string const& key = item.key();
         AddedToken token;
         detail::read_added_token(item.value(), config_file.string(), "added_tokens_decoder[" + key + "]", token);
         token.id = detail::parse_token_id(key, config_file.string(), token.content);
+        // Keys "7" and "07" are one id to Python's int(); transformers would keep whichever came last.
+        auto const [it, inserted] = keys.emplace(token.id, key);
+        FLASHDEBERTA_REQUIRE(inserted, config_file.string()
+                                           << ": added_tokens_decoder: id " << token.id << " is used by both '"
+                                           << c.added_tokens_decoder.at(token.id).content << "' (key '" << it->second
+                                           << "') and '" << token.content << "' (key '" << key << "')");
         c.added_tokens_decoder[token.id] = token;
       }
     }
     c.files_read.push_back("tokenizer_config.json");
   }
   auto const map_file = dir / "special_tokens_map.json";
-  if (std::filesystem::is_regular_file(map_file, ec)) {
+  if (detail::optional_file_present(map_file, "special tokens map")) {
     io::Json const doc = detail::read_json_file(map_file, "special tokens map");
     detail::read_special_tokens(io::JsonFields(doc, map_file.string()), c.specials);
     c.files_read.push_back("special_tokens_map.json");
   }
   auto const added_file = dir / "added_tokens.json";
-  if (std::filesystem::is_regular_file(added_file, ec)) {
+  if (detail::optional_file_present(added_file, "added tokens")) {
     io::Json const doc = detail::read_json_file(added_file, "added tokens");
     io::JsonFields const f(doc, added_file.string());
     for (auto const& item : doc.items()) {  // no structured bindings: clang < 16 cannot capture them

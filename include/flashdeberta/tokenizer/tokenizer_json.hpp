@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,12 +57,17 @@ inline std::vector<AddedToken> read_json_added_tokens(JsonNode const& root) {
   if (list == nullptr) return out;
   JsonNode const node = root.child(*list, "added_tokens");
   node.require_array();
+  std::map<std::int64_t, std::size_t> index_of_id;  // HF's tokenizers would keep one of two tokens of one id
   for (std::size_t i = 0; i < node.value.size(); ++i) {
     JsonNode const item = node.element(i);
     AddedToken t;
     t.id = item.at("id").as_int();
     t.content = item.at("content").as_string();
     require_token_id(t.id, item.file, t.content);
+    auto const [it, inserted] = index_of_id.emplace(t.id, i);
+    FLASHDEBERTA_REQUIRE(inserted, item.file << ": added_tokens: id " << t.id << " is used by both '"
+                                             << out[it->second].content << "' (added_tokens[" << it->second
+                                             << "]) and '" << t.content << "' (added_tokens[" << i << "])");
     FLASHDEBERTA_REQUIRE(!t.content.empty(), item.file << ": " << item.field << " has an empty content");
     t.single_word = item.get_bool("single_word", false);
     t.lstrip = item.get_bool("lstrip", false);
