@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "server/api_error.hpp"
 #include "server/http/transport.hpp"
 #include "server/http_types.hpp"
 #include "server/metrics.hpp"

@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include <sys/stat.h>
-
 #include "cli_harness.hpp"
 
 namespace fd = flashdeberta;
@@ -444,21 +442,6 @@ TEST_CASE("cli run: errors found late (model, forward, output) leave no output e
     CHECK_MESSAGE(lines[0].find(c.message) != std::string::npos, lines[0]);
     CHECK(dir.entries() == std::vector<std::string>{"input.json", "long.json"});
   }
-}
-
-TEST_CASE("cli run: an output path holding a FIFO (or a device) is refused, not replaced by the rename") {
-  ScratchDir const dir;
-  dir.write("input.json", R"({"input_ids": [[1, 2, 3]]})");
-  std::filesystem::path const fifo = dir / "out.safetensors";
-  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
-  auto const r = run_cli({"run", "--model", fixture("v3_c2p").string(), "--input", (dir / "input.json").string(),
-                          "--output", fifo.string()});
-  CHECK(r.status == 1);
-  auto const lines = r.err_lines();
-  REQUIRE_MESSAGE(lines.size() == 1, r.err);
-  CHECK_MESSAGE(lines[0].starts_with("flashdeberta: error: " + fifo.string() + " is a FIFO"), lines[0]);
-  CHECK(std::filesystem::is_fifo(fifo));  // still the FIFO: no rename over it
-  CHECK(dir.entries() == std::vector<std::string>{"input.json", "out.safetensors"});
 }
 
 TEST_CASE("cli bench: --json prints one parseable object with the documented keys") {

@@ -331,3 +331,18 @@ TEST_CASE("hostile text for SentencePiece: 10^6 characters the model lacks, 4 MB
     MESSAGE("4 MB of words: refused in " << m.seconds << " s, " << m.max_rss_kb / 1024 << " MiB");
   }
 }
+
+TEST_CASE("cli run: an output path holding a FIFO (or a device) is refused, not replaced by the rename") {
+  ScratchDir const dir;
+  dir.write("input.json", R"({"input_ids": [[1, 2, 3]]})");
+  std::filesystem::path const fifo = dir / "out.safetensors";
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  auto const r = fd::testing::run_cli({"run", "--model", fixture("v3_c2p").string(), "--input",
+                                       (dir / "input.json").string(), "--output", fifo.string()});
+  CHECK(r.status == 1);
+  auto const lines = r.err_lines();
+  REQUIRE_MESSAGE(lines.size() == 1, r.err);
+  CHECK_MESSAGE(lines[0].starts_with("flashdeberta: error: " + fifo.string() + " is a FIFO"), lines[0]);
+  CHECK(std::filesystem::is_fifo(fifo));  // still the FIFO: no rename over it
+  CHECK(dir.entries() == std::vector<std::string>{"input.json", "out.safetensors"});
+}

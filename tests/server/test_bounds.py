@@ -129,7 +129,9 @@ class MemoryReturned(unittest.TestCase):
                 time.sleep(0.5)  # the trim comes 0.1 s after the last request
                 return time.monotonic() - start - 0.5
 
-            soak(1)  # the warm-up: every kind of request once (the backend keeps its buffers, threads their stacks)
+            # The warm-up: every kind of request twice (the backend keeps its buffers, the worker threads their
+            # stacks and malloc arenas; a second round reaches the threads the first did not start).
+            soak(2)
             warm_rss = memory_kb(server)[0]
             seconds = soak(3)
             rss, hwm = memory_kb(server)
