@@ -177,11 +177,14 @@ inline TokenizerConfig load_tokenizer_config(std::filesystem::path const& dir) {
         detail::read_added_token(item.value(), config_file.string(), "added_tokens_decoder[" + key + "]", token);
         token.id = detail::parse_token_id(key, config_file.string(), token.content);
         // Keys "7" and "07" are one id to Python's int(); transformers would keep whichever came last.
-        auto const [it, inserted] = keys.emplace(token.id, key);
-        FLASHDEBERTA_REQUIRE(inserted, config_file.string()
-                                           << ": added_tokens_decoder: id " << token.id << " is used by both '"
-                                           << c.added_tokens_decoder.at(token.id).content << "' (key '" << it->second
-                                           << "') and '" << token.content << "' (key '" << key << "')");
+        // A pair, not a structured binding: clang 14 cannot capture a binding in the error macro's lambda.
+        auto const placed = keys.emplace(token.id, key);
+        std::string const& earlier_key = placed.first->second;
+        FLASHDEBERTA_REQUIRE(placed.second, config_file.string()
+                                                << ": added_tokens_decoder: id " << token.id << " is used by both '"
+                                                << c.added_tokens_decoder.at(token.id).content << "' (key '"
+                                                << earlier_key << "') and '" << token.content << "' (key '" << key
+                                                << "')");
         c.added_tokens_decoder[token.id] = token;
       }
     }

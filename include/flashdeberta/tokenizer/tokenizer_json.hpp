@@ -64,10 +64,12 @@ inline std::vector<AddedToken> read_json_added_tokens(JsonNode const& root) {
     t.id = item.at("id").as_int();
     t.content = item.at("content").as_string();
     require_token_id(t.id, item.file, t.content);
-    auto const [it, inserted] = index_of_id.emplace(t.id, i);
-    FLASHDEBERTA_REQUIRE(inserted, item.file << ": added_tokens: id " << t.id << " is used by both '"
-                                             << out[it->second].content << "' (added_tokens[" << it->second
-                                             << "]) and '" << t.content << "' (added_tokens[" << i << "])");
+    // A pair, not a structured binding: clang 14 cannot capture a binding in the error macro's lambda.
+    auto const placed = index_of_id.emplace(t.id, i);
+    std::size_t const earlier = placed.first->second;
+    FLASHDEBERTA_REQUIRE(placed.second, item.file << ": added_tokens: id " << t.id << " is used by both '"
+                                                  << out[earlier].content << "' (added_tokens[" << earlier << "]) and '"
+                                                  << t.content << "' (added_tokens[" << i << "])");
     FLASHDEBERTA_REQUIRE(!t.content.empty(), item.file << ": " << item.field << " has an empty content");
     t.single_word = item.get_bool("single_word", false);
     t.lstrip = item.get_bool("lstrip", false);
