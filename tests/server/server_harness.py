@@ -164,3 +164,14 @@ def close(a, b, tolerance):
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(close(a[k], b[k], tolerance) for k in a)
     return a == b
+
+
+def make_backbone(scratch):
+    """The classify fixture's weights under a config naming the backbone alone: an embedding model."""
+    backbone = Path(scratch) / "backbone"
+    backbone.mkdir()
+    config = json.loads((CLASSIFY / "config.json").read_text())
+    config["architectures"] = ["DebertaV2Model"]
+    (backbone / "config.json").write_text(json.dumps(config))
+    (backbone / "model.safetensors").symlink_to(CLASSIFY / "model.safetensors")
+    return backbone, config

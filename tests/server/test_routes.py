@@ -11,7 +11,7 @@ import unittest
 from pathlib import Path
 
 from server_harness import (CLASSIFY, CLI, FILL_MASK, NER, RERANK, SAME_RUN, SPM, THREADS, ZERO_SHOT, Server, cli_lines,
-                            close, curl, metric, post, request)
+                            close, curl, make_backbone, metric, post, request)
 
 # Server and CLI run the same forward on the same texts, batched differently (SAME_RUN); HF's scores agree
 # with ours to 1e-4 (tests/cli).
@@ -291,12 +291,7 @@ class EmbedRoute(unittest.TestCase):
     def test_embed_pools_the_clis_hidden_states(self):
         texts = ["Hello world", "A second, longer text to embed."]
         with tempfile.TemporaryDirectory() as scratch:
-            backbone = Path(scratch) / "backbone"
-            backbone.mkdir()
-            config = json.loads((CLASSIFY / "config.json").read_text())
-            config["architectures"] = ["DebertaV2Model"]
-            (backbone / "config.json").write_text(json.dumps(config))
-            (backbone / "model.safetensors").symlink_to(CLASSIFY / "model.safetensors")
+            backbone, _ = make_backbone(scratch)
             expected = {}
             for pooling in ("mean", "cls"):
                 expected[pooling] = []

@@ -4,31 +4,18 @@ truncation_direction, unknown fields ignored, and HF's Inference API /text-class
 from other routes and plain Python (a cosine in double, base64 of the floats), not from the route under test."""
 
 import base64
-import json
 import math
 import struct
 import tempfile
 import unittest
-from pathlib import Path
 
-from server_harness import CLASSIFY, FILL_MASK, NER, RERANK, SAME_RUN, Server, close, post, request
+from server_harness import CLASSIFY, FILL_MASK, NER, RERANK, SAME_RUN, Server, close, make_backbone, post, request
 
 # Twelve words of one token each in the fixtures' small vocabulary (checked), so that a cut at a token is a cut
 # at a word.
 WORDS = "the a b c f g h i j the a b".split()
 # --max-input-length of the truncating servers: [CLS], six words, [SEP].
 CUT = 8
-
-
-def make_backbone(scratch):
-    """The classify fixture's weights under a config naming the backbone alone: an embedding model."""
-    backbone = Path(scratch) / "backbone"
-    backbone.mkdir()
-    config = json.loads((CLASSIFY / "config.json").read_text())
-    config["architectures"] = ["DebertaV2Model"]
-    (backbone / "config.json").write_text(json.dumps(config))
-    (backbone / "model.safetensors").symlink_to(CLASSIFY / "model.safetensors")
-    return backbone, config
 
 
 def cosine(a, b):
