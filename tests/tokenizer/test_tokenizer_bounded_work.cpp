@@ -65,6 +65,15 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The tokenizer fixtures a token limit is checked on: BPE, and SentencePiece where it is built.
+std::vector<std::string> token_limit_fixtures() {
+  std::vector<std::string> names{"bpe"};
+#if defined(FLASHDEBERTA_WITH_SENTENCEPIECE)
+  names.push_back("spm");
+#endif
+  return names;
+}
+
 }  // namespace
 
 #if defined(FLASHDEBERTA_WITH_SENTENCEPIECE)
@@ -149,11 +158,7 @@ TEST_CASE("SentencePiece: 10^6 characters the model lacks make one [UNK] in well
 #endif
 
 TEST_CASE("token_limit: a text at the limit is encoded, one over is refused, a huge one stops early") {
-  std::vector<std::string> names{"bpe"};
-#if defined(FLASHDEBERTA_WITH_SENTENCEPIECE)
-  names.push_back("spm");
-#endif
-  for (auto const& name : names) {
+  for (std::string const& name : token_limit_fixtures()) {
     CAPTURE(name);
     auto const t = flashdeberta::load_tokenizer(tokenizer_fixture(name));
     std::string const text = "hello world, hello world";
@@ -189,11 +194,7 @@ TEST_CASE("token_limit: a text at the limit is encoded, one over is refused, a h
 }
 
 TEST_CASE("token_limit: one long word is refused before it is encoded, and a word within the limit is unchanged") {
-  std::vector<std::string> names{"bpe"};
-#if defined(FLASHDEBERTA_WITH_SENTENCEPIECE)
-  names.push_back("spm");
-#endif
-  for (auto const& name : names) {
+  for (std::string const& name : token_limit_fixtures()) {
     CAPTURE(name);
     auto const t = flashdeberta::load_tokenizer(tokenizer_fixture(name));
     // A word within the limit: the same tokens at a limit of exactly its size, refused one below.
