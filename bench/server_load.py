@@ -217,7 +217,7 @@ def measure(server, lines, concurrency, args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cli", default=str(REPO / "build" / "examples" / "flashdeberta"))
+    parser.add_argument("--cli", default=str(REPO / "build" / "bin" / "flashdeberta"))
     parser.add_argument("--model", default=str(REPO / "models" / "tiny-en-sections"))
     parser.add_argument("--tokenizer", default=None)
     parser.add_argument("--backend", default="eigen")

@@ -259,6 +259,12 @@ std::optional<server::ServeOptions> parse_serve_options(std::span<char const* co
       ->transform(integer_in(8, int32_max));
   cli.option("--payload-limit", o.payload_limit, "BYTES", "request body size (default 2000000; more: 413)")
       ->transform(integer_in(64, int32_max));
+  cli.option("--max-buffered-bytes", o.max_buffered_bytes, "BYTES",
+             "request bodies held at once over all connections, as announced\n"
+             "(a chunked or compressed one counts as --payload-limit); a body\n"
+             "that would pass it is answered 429 before it is read (default\n"
+             "134217728)")
+      ->transform(integer_in(64, std::numeric_limits<std::int64_t>::max()));
   cli.choice("--pooling", o.pooling, "mean|cls",
              {{"mean", pipelines::Pooling::kMean}, {"cls", pipelines::Pooling::kCls}},
              "/embed's pooling of the last hidden states (default mean)");
@@ -285,6 +291,10 @@ std::optional<server::ServeOptions> parse_serve_options(std::span<char const* co
   if (o.model_id.empty())
     o.model_id = std::filesystem::absolute(o.runtime.model).lexically_normal().filename().string();
   if (o.model_id.empty()) o.model_id = o.runtime.model.string();
+  if (o.max_buffered_bytes < o.payload_limit) {
+    cli.fail("--max-buffered-bytes " + std::to_string(o.max_buffered_bytes) + " is below --payload-limit " +
+             std::to_string(o.payload_limit) + ": a request of the largest size allowed could never be read");
+  }
   if (o.http_threads == 0) o.http_threads = o.max_concurrent_requests + server::kSpareHttpThreads;
   if (o.http_threads <= o.max_concurrent_requests) {
     cli.fail("--http-threads " + std::to_string(o.http_threads) + " must exceed --max-concurrent-requests " +

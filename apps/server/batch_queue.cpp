@@ -65,7 +65,9 @@ void RequestGate::return_memory() {
   std::unique_lock lock(mutex_);
   std::uint64_t seen = 0;
   while (true) {
+    trimmer_waiting_ = true;
     idle_.wait(lock, [&] { return stopping_ || idle_times_ != seen; });
+    trimmer_waiting_ = false;
     if (idle_.wait_for(lock, kTrimDelay, [&] { return stopping_; })) return;
     seen = idle_times_;
     if (in_flight_ != 0) continue;
@@ -88,13 +90,15 @@ std::size_t RequestGate::in_flight() const {
 }
 
 void RequestGate::leave() {
-  bool idle = false;
+  bool wake = false;
   {
     std::lock_guard const lock(mutex_);
-    idle = --in_flight_ == 0;
-    if (idle) ++idle_times_;
+    if (--in_flight_ == 0) {
+      ++idle_times_;
+      wake = trimmer_waiting_;  // a trimmer in its delay sees the count when the delay ends
+    }
   }
-  if (idle) idle_.notify_all();
+  if (wake) idle_.notify_all();
 }
 
 // One request's sequences on their way through the worker. `next` is guarded by mutex_; the rest is the

@@ -68,6 +68,7 @@ class RequestGate {
   std::condition_variable idle_;
   std::size_t in_flight_ = 0;
   std::uint64_t idle_times_ = 0;  // how often the gate emptied
+  bool trimmer_waiting_ = false;  // for the gate to empty: only then does leave() wake it
   bool stopping_ = false;
   std::thread trimmer_;  // started last
 };

@@ -35,18 +35,19 @@ struct ServeOptions {
   runtime::RuntimeOptions runtime;                 // --model, --backend, --attention, --dtype, --threads
   std::optional<std::filesystem::path> tokenizer;  // default: --model
   std::string host = "127.0.0.1";
-  int port = 8080;                                         // 0: any free port (printed at start)
-  std::string model_id;                                    // --model-id; default: the model directory's name
-  std::int64_t max_batch_tokens = 16384;                   // tokens per forward (TEI's default)
-  std::size_t max_concurrent_requests = 512;               // admitted at once; beyond: 429 (TEI's default)
-  std::size_t max_client_batch_size = 32;                  // inputs per request (TEI's default)
-  std::optional<std::int64_t> max_input_length;            // tokens per input; default: max_position_embeddings
-  std::size_t payload_limit = 2000000;                     // request body bytes (TEI's default)
-  std::size_t http_threads = 0;                            // handlers run at once; parsing sets the default
-  int idle_timeout_s = 60;                                 // a keep-alive connection's wait for its next request
-  int header_timeout_s = 10;                               // a request's header, from its first byte
-  int body_timeout_s = 30;                                 // a request's body, from the end of its header
-  pipelines::Pooling pooling = pipelines::Pooling::kMean;  // /embed's
+  int port = 8080;                                          // 0: any free port (printed at start)
+  std::string model_id;                                     // --model-id; default: the model directory's name
+  std::int64_t max_batch_tokens = 16384;                    // tokens per forward (TEI's default)
+  std::size_t max_concurrent_requests = 512;                // admitted at once; beyond: 429 (TEI's default)
+  std::size_t max_client_batch_size = 32;                   // inputs per request (TEI's default)
+  std::optional<std::int64_t> max_input_length;             // tokens per input; default: max_position_embeddings
+  std::size_t payload_limit = 2000000;                      // request body bytes (TEI's default)
+  std::size_t max_buffered_bytes = std::size_t{128} << 20;  // request bodies held at once, all connections
+  std::size_t http_threads = 0;                             // handlers run at once; parsing sets the default
+  int idle_timeout_s = 60;                                  // a keep-alive connection's wait for its next request
+  int header_timeout_s = 10;                                // a request's header, from its first byte
+  int body_timeout_s = 30;                                  // a request's body, from the end of its header
+  pipelines::Pooling pooling = pipelines::Pooling::kMean;   // /embed's
 };
 
 // Default handler threads beyond --max-concurrent-requests, so a full server still answers 429, /health and

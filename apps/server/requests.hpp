@@ -1,6 +1,6 @@
 // The request bodies of the server's routes, parsed and checked before any work: text-embeddings-
-// inference's shapes for /predict, /rerank and /tokenize (its other routes: tei_requests.hpp), HF's pipeline arguments for
-// /zero-shot, /fill-mask and /ner, GLiNER's for /gliner. A body that is not what the route takes is refused with an
+// inference's shapes for /predict, /rerank and /tokenize (its other routes: tei_requests.hpp), HF's pipeline arguments
+// for /zero-shot, /fill-mask and /ner, GLiNER's for /gliner. A body that is not what the route takes is refused with an
 // ApiError naming the field and what was found ("inputs[2] must be a string, found integer 5").
 #pragma once
 
@@ -26,7 +26,8 @@ struct RequestLimits {
 using runtime::TextInput;
 
 // POST /predict {"inputs": "text" | ["text", "pair"] | [["text"], ["text", "pair"], ...], "raw_scores",
-// "truncate", "truncation_direction"}. `batch`: the answer is a list per input (TEI answers a single input with its list alone).
+// "truncate", "truncation_direction"}. `batch`: the answer is a list per input (TEI answers a single input with its
+// list alone).
 struct PredictRequest {
   std::vector<TextInput> inputs;
   bool batch = false;

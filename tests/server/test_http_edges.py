@@ -12,7 +12,9 @@ import time
 import unittest
 import zlib
 
-from server_harness import CLASSIFY, Server, metric, post, request
+import subprocess
+
+from server_harness import CLASSIFY, CLI, Server, metric, post, request
 
 PAYLOAD_LIMIT = 1000000
 HEADER_TIMEOUT = 2
@@ -318,6 +320,44 @@ class HttpEdges(unittest.TestCase):
             thread.join()
             for sock in slow:
                 sock.close()
+
+
+class BufferedBodies(unittest.TestCase):
+    """--max-buffered-bytes: the bodies held at once over all connections, counted from their headers on."""
+
+    def test_a_body_that_would_pass_the_bound_is_refused_before_it_is_read(self):
+        limit = 100000
+        with Server(CLASSIFY, "--payload-limit", limit, "--max-buffered-bytes", 2 * limit + 1000) as server:
+            body = b'{"inputs": "a short text"' + b" " * (limit - 26) + b"}"
+            self.assertEqual(len(body), limit)
+            head = b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Length: " + str(limit).encode() + b"\r\n\r\n"
+            holding = [connect(server) for _ in range(2)]
+            for sock in holding:
+                sock.sendall(head + body[:1000])  # announced whole, sent in part: counted whole
+            time.sleep(0.2)
+            start = time.monotonic()
+            status, _, got = exchange(server, head + body)
+            self.assertLess(time.monotonic() - start, 2)
+            self.assertEqual(status, 429, got)
+            self.assertEqual(got["error_type"], "Overloaded", got)
+            self.assertIn("--max-buffered-bytes", got["error"])
+            self.assertIn(str(2 * limit), got["error"])
+            # a small body fits beside them, and /health needs none
+            self.assertEqual(exchange(server, post_bytes(b"/predict", PREDICT))[0], 200)
+            self.assertEqual(request(server, "/health")[0], 200)
+            # once the held bodies are answered their bytes are free again
+            for sock in holding:
+                sock.sendall(body[1000:])
+                self.assertEqual(Reader(sock).answer()[0], 200)
+                sock.close()
+            self.assertEqual(exchange(server, head + body)[0], 200)
+            self.assertEqual(server.stop(), 0, server.stderr())
+
+    def test_a_bound_below_the_payload_limit_is_a_usage_error(self):
+        result = subprocess.run([CLI, "serve", "--model", str(CLASSIFY), "--payload-limit", "100000",
+                                 "--max-buffered-bytes", "99999"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("--max-buffered-bytes 99999 is below --payload-limit 100000", result.stderr)
 
 
 class Stop(unittest.TestCase):

@@ -110,7 +110,7 @@ def compare_with_hf(hf, mlm_top1, section_predictions):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--cli", type=Path, default=ROOT / "build" / "examples" / "flashdeberta")
+    parser.add_argument("--cli", type=Path, default=ROOT / "build" / "bin" / "flashdeberta")
     parser.add_argument("--work", type=Path, default=HERE / "work")
     parser.add_argument("--models", type=Path, default=ROOT / "models")
     parser.add_argument("--out", type=Path, default=ROOT / "models" / "heldout-figures.json")

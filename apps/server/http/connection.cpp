@@ -1,9 +1,17 @@
 #include "server/http/connection.hpp"
 
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
@@ -109,6 +117,7 @@ void Connection::on_header(beast::error_code error) {
   path_ = std::string(target.substr(0, target.find('?')));
   if (auto const refusal = check_header(header, limits_)) return refuse(*refusal);
   if (parser_->is_done()) return handle();
+  if (auto const refusal = reserve_body(header)) return refuse(*refusal);
   if (expects_continue(header)) {
     state_ = State::kContinue;
     arm(limits_.write_timeout);
@@ -120,6 +129,23 @@ void Connection::on_header(beast::error_code error) {
     return;
   }
   read_body();
+}
+
+// A chunked body's size is known only once read, and an encoded one's once inflated: each counts as the
+// largest it may be.
+std::optional<Refusal> Connection::reserve_body(RequestHeader const& header) {
+  std::size_t bytes = limits_.payload_limit;
+  if (auto const length = parser_->content_length(); length && !header.count(bhttp::field::content_encoding))
+    bytes = static_cast<std::size_t>(*length);
+  auto reservation = listener_.reserve_body(bytes);
+  if (!reservation) {
+    return Refusal(kTooManyRequests, "the server holds " + std::to_string(listener_.buffered_bytes()) +
+                                         " bytes of other requests' bodies, and this one's " + std::to_string(bytes) +
+                                         " would pass its bound of " + std::to_string(limits_.max_buffered_bytes) +
+                                         " (--max-buffered-bytes); retry later");
+  }
+  body_ = std::move(*reservation);
+  return std::nullopt;
 }
 
 void Connection::read_body() {
@@ -160,8 +186,10 @@ void Connection::handle() {
   HttpResponse response;
   HttpHandler const* const handler = listener_.app().route(request, response);
   if (handler == nullptr) return answer(std::move(response));
-  // The pool's task holds the io_context's work, so the I/O threads wait for its answer even at stop.
-  listener_.pool().post([self = shared_from_this(), handler, request = std::move(request),
+  // The pool's task holds the io_context's work, so the I/O threads wait for its answer even at stop. It reads
+  // nothing of the connection that the strand may change meanwhile (on_stop clears keep_alive_).
+  listener_.pool().post([self = shared_from_this(), handler, request = std::move(request), keep_alive = keep_alive_,
+                         head = head_, body = std::make_shared<BodyReservation>(std::move(body_)),
                          work = asio::make_work_guard(socket_.get_executor())]() mutable {
     HttpResponse response;
     Application& app = self->listener_.app();
@@ -175,12 +203,16 @@ void Connection::handle() {
       response = HttpResponse();
       app.refuse(request.path, kInternalError, e.what(), response);
     }
-    asio::post(self->socket_.get_executor(),
-               [self, response = std::move(response)]() mutable { self->answer(std::move(response)); });
+    request = HttpRequest();
+    body->release();
+    auto wire = std::make_shared<Wire>(wire_of(std::move(response), keep_alive && !self->listener_.stopping(), head));
+    beast::error_code const error = self->send_now(*wire);
+    asio::post(self->socket_.get_executor(), [self, wire, error] { self->on_sent(wire, error); });
   });
 }
 
 void Connection::refuse(Refusal const& refusal) {
+  body_.release();
   HttpResponse response;
   listener_.app().refuse(path_, refusal.status(), refusal.what(), response);
   keep_alive_ = false;  // what follows a refused request cannot be told apart from its rest
@@ -188,27 +220,78 @@ void Connection::refuse(Refusal const& refusal) {
   answer(std::move(response));
 }
 
+Connection::Wire Connection::wire_of(HttpResponse response, bool keep_alive, bool head) {
+  bhttp::response<bhttp::string_body> message;
+  message.version(11);
+  message.result(static_cast<unsigned>(response.status));
+  if (!response.content_type.empty()) message.set(bhttp::field::content_type, response.content_type);
+  for (auto const& [name, value] : response.headers) message.insert(name, value);
+  message.body() = std::move(response.body);
+  message.keep_alive(keep_alive);
+  message.prepare_payload();  // Content-Length: a HEAD answer's stays the GET answer's
+  Wire wire;
+  bhttp::fields::writer fields(message.base(), message.version(), message.result_int());
+  wire.header = beast::buffers_to_string(fields.get());
+  if (!head) wire.body = std::move(message.body());
+  wire.keep_alive = keep_alive;
+  return wire;
+}
+
 void Connection::answer(HttpResponse response) {
   if (state_ == State::kClosed) return;
   state_ = State::kWriting;
   keep_alive_ = keep_alive_ && !listener_.stopping();
-  response_ = {};
-  response_.version(11);
-  response_.result(static_cast<unsigned>(response.status));
-  if (!response.content_type.empty()) response_.set(bhttp::field::content_type, response.content_type);
-  for (auto const& [name, value] : response.headers) response_.insert(name, value);
-  response_.body() = std::move(response.body);
-  response_.keep_alive(keep_alive_);
-  response_.prepare_payload();
-  if (head_) response_.body().clear();  // Content-Length stays the GET answer's
+  wire_ = wire_of(std::move(response), keep_alive_, head_);
+  write_rest();
+}
+
+beast::error_code Connection::send_now(Wire& wire) {
+  while (wire.sent < wire.size()) {
+    iovec parts[2];
+    int count = 0;
+    auto const add = [&](std::string& text, std::size_t skip) {
+      if (skip >= text.size()) return;
+      parts[count++] = iovec{text.data() + skip, text.size() - skip};
+    };
+    add(wire.header, wire.sent);
+    add(wire.body, wire.sent > wire.header.size() ? wire.sent - wire.header.size() : 0);
+    msghdr message{};
+    message.msg_iov = parts;
+    message.msg_iovlen = static_cast<std::size_t>(count);
+    ssize_t const sent = ::sendmsg(socket_.native_handle(), &message, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return {};  // the strand writes the rest
+      return beast::error_code(errno, boost::system::system_category());
+    }
+    wire.sent += static_cast<std::size_t>(sent);
+  }
+  return {};
+}
+
+void Connection::on_sent(std::shared_ptr<Wire> const& wire, beast::error_code error) {
+  if (state_ == State::kClosed) return;
+  state_ = State::kWriting;
+  wire_ = std::move(*wire);
+  keep_alive_ = keep_alive_ && wire_.keep_alive;
+  if (error) return close();
+  if (wire_.sent == wire_.size()) return on_written({});
+  write_rest();
+}
+
+void Connection::write_rest() {
   arm(listener_.stopping() ? std::chrono::duration_cast<Clock::duration>(kStopWrite) : limits_.write_timeout);
-  bhttp::async_write(socket_, response_,
-                     [self = shared_from_this()](beast::error_code error, std::size_t) { self->on_written(error); });
+  std::size_t const in_body = wire_.sent > wire_.header.size() ? wire_.sent - wire_.header.size() : 0;
+  std::size_t const in_header = std::min(wire_.sent, wire_.header.size());
+  std::array<asio::const_buffer, 2> const rest{asio::buffer(wire_.header) + in_header,
+                                               asio::buffer(wire_.body) + in_body};
+  asio::async_write(socket_, rest,
+                    [self = shared_from_this()](beast::error_code error, std::size_t) { self->on_written(error); });
 }
 
 void Connection::on_written(beast::error_code error) {
   if (interrupted(error)) return;
-  response_ = {};
+  wire_ = {};
   if (!keep_alive_ || listener_.stopping()) return drain();
   wait_for_request();
 }
@@ -234,6 +317,7 @@ void Connection::drain() {
 void Connection::close() {
   if (state_ == State::kClosed) return;
   state_ = State::kClosed;
+  body_.release();
   timer_.cancel();
   beast::error_code ignored;
   socket_.close(ignored);

@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 #include <vector>
@@ -112,6 +113,14 @@ bool Listener::enter(std::shared_ptr<Connection> const& connection) {
   if (stopping_) return false;
   connections_.emplace(connection.get(), connection);
   return true;
+}
+
+std::optional<BodyReservation> Listener::reserve_body(std::size_t bytes) {
+  std::size_t held = buffered_bytes_.load(std::memory_order_relaxed);
+  do {
+    if (bytes > limits_.max_buffered_bytes - std::min(held, limits_.max_buffered_bytes)) return std::nullopt;
+  } while (!buffered_bytes_.compare_exchange_weak(held, held + bytes, std::memory_order_relaxed));
+  return BodyReservation(buffered_bytes_, bytes);
 }
 
 void Listener::leave(Connection* connection) {

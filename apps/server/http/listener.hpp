@@ -6,8 +6,10 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -19,6 +21,36 @@
 namespace flashdeberta::cli::server::http {
 
 class Connection;
+
+// Bytes of one request's body, counted against Limits::max_buffered_bytes until it is destroyed.
+class BodyReservation {
+ public:
+  BodyReservation() = default;
+  BodyReservation(std::atomic<std::size_t>& total, std::size_t bytes) : total_(&total), bytes_(bytes) {}
+  BodyReservation(BodyReservation&& other) noexcept
+      : total_(std::exchange(other.total_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  BodyReservation& operator=(BodyReservation&& other) noexcept {
+    if (this != &other) {
+      release();
+      total_ = std::exchange(other.total_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
+  BodyReservation(BodyReservation const&) = delete;
+  BodyReservation& operator=(BodyReservation const&) = delete;
+  ~BodyReservation() { release(); }
+
+  void release() {
+    if (total_ != nullptr) total_->fetch_sub(bytes_, std::memory_order_relaxed);
+    total_ = nullptr;
+    bytes_ = 0;
+  }
+
+ private:
+  std::atomic<std::size_t>* total_ = nullptr;
+  std::size_t bytes_ = 0;
+};
 
 class Listener {
  public:
@@ -42,6 +74,9 @@ class Listener {
   WorkerPool& pool() { return pool_; }
   bool stopping() const { return stopping_; }
   bool enter(std::shared_ptr<Connection> const& connection);  // false once stopping: close it
+  // `bytes` of a body counted against limits.max_buffered_bytes, or nullopt when they would pass it.
+  std::optional<BodyReservation> reserve_body(std::size_t bytes);
+  std::size_t buffered_bytes() const { return buffered_bytes_.load(std::memory_order_relaxed); }
   void leave(Connection* connection);
 
  private:
@@ -55,6 +90,7 @@ class Listener {
   std::mutex mutex_;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> connections_;
   std::atomic<bool> stopping_ = false;
+  std::atomic<std::size_t> buffered_bytes_ = 0;  // the BodyReservations alive
   boost::asio::io_context io_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer accept_pause_;  // after accept() fails for want of file descriptors

@@ -24,6 +24,11 @@ struct Limits {
   std::chrono::seconds header_timeout{10};
   std::chrono::seconds body_timeout{30};
   std::chrono::seconds write_timeout{30};  // an answer, to a client that does not read it
+  // Request bodies held at once, read or being handled, over all connections (a body is counted at its
+  // Content-Length from its header on, a chunked or encoded one at payload_limit); a body that would pass
+  // it is refused 429 before it is read, so thousands of connections each sending a large body cannot
+  // hold more memory than this.
+  std::size_t max_buffered_bytes = std::size_t{128} << 20;
   std::size_t io_threads = 1;
   std::size_t worker_threads = 8;  // handlers running at once (the pool grows to it as needed)
 };

@@ -18,6 +18,7 @@ void WorkerPool::post(std::function<void()> task) {
     std::thread thread([this] { work(); });
     threads_.emplace(thread.get_id(), std::move(thread));
   } else {
+    lock.unlock();  // the woken thread takes the mutex at once: not while it is held
     wake_.notify_one();
   }
 }
