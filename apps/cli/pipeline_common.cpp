@@ -31,9 +31,14 @@ class Progress {
   Progress(Progress const&) = delete;
   Progress& operator=(Progress const&) = delete;
 
-  // Takes the bar off its line before output is printed, so a terminal showing both streams stays tidy.
+  // Takes the bar off its line before output is printed, so a terminal showing both streams stays tidy;
+  // the next advance() draws it again whatever the time since the last drawing, so that it is on screen
+  // while the next batch runs (drawn at most every 100 ms, it was blank most of the time).
   void clear() {
-    if (drawn_ && at_terminal_) std::cerr << "\r\x1b[K" << std::flush;
+    if (drawn_ && at_terminal_) {
+      std::cerr << "\r\x1b[K" << std::flush;
+      cleared_ = true;
+    }
   }
 
   void advance(std::size_t n, bool final = false) {
@@ -41,10 +46,11 @@ class Progress {
     if (!enabled_) return;
     auto const now = Clock::now();
     auto const interval = at_terminal_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(1000);
-    if (!final && drawn_ && now - last_ < interval) return;
+    if (!final && drawn_ && !cleared_ && now - last_ < interval) return;
     if (final && drawn_ && !at_terminal_ && done_ == shown_) return;  // that line is printed already
     last_ = now;
     shown_ = done_;
+    cleared_ = false;
     double const seconds = std::chrono::duration<double>(now - start_).count();
     double const rate = seconds > 0.0 ? static_cast<double>(done_) / seconds : 0.0;
     drawn_ = true;
@@ -74,6 +80,7 @@ class Progress {
   std::size_t done_ = 0;
   std::size_t shown_ = 0;  // done_ when last drawn
   bool drawn_ = false;
+  bool cleared_ = false;  // the bar was taken off its line for output and is not drawn again yet
   Clock::time_point start_;
   Clock::time_point last_;
 };
@@ -99,8 +106,14 @@ void for_each_batch(PipelineOptions const& options,
   // one by one, and a bar between them would only get in the way.
   bool const interactive = from_args && is_terminal(STDIN_FILENO) && is_terminal(STDERR_FILENO);
   Progress progress(options.progress || interactive, from_args ? options.texts.size() : 0);
-  // Lines typed at a terminal are answered one by one.
-  std::size_t const size = !from_args && is_terminal(STDIN_FILENO) ? 1 : static_cast<std::size_t>(options.batch_size);
+  // Lines typed at a terminal are answered one by one, and the command says it waits for them: without TEXT
+  // arguments it would otherwise sit silent.
+  bool const typed = !from_args && is_terminal(STDIN_FILENO);
+  std::size_t const size = typed ? 1 : static_cast<std::size_t>(options.batch_size);
+  if (typed && is_terminal(STDERR_FILENO)) {
+    std::cerr << "flashdeberta: reading texts from the terminal, one per line; Ctrl-D ends (or give TEXT arguments)\n"
+              << std::flush;
+  }
   std::size_t next = 1;
   std::vector<std::string> texts;
   auto const flush = [&] {

@@ -26,6 +26,7 @@ struct PipelineCommand {
   std::string_view texts = "TEXT";  // empty: the command takes no TEXT arguments
   bool tokenizer = true;            // --tokenizer (GLiNER reads its model directory's own)
   std::string model = kCheckpointHelp;
+  std::string_view output = "one JSON object per line on stdout";
 };
 
 void declare_top_k(CommandLine& cli, PipelineOptions& o, std::string const& help) {
@@ -129,7 +130,7 @@ std::array<PipelineCommand, 7> const kCommands = {{
                   "(the query only) or do_not_truncate; without --max-length, to the\n"
                   "tokenizer's model_max_length");
      },
-     "PASSAGE"},
+     "PASSAGE", true, kCheckpointHelp, "one JSON array on stdout, once every passage is scored"},
     {"gliner",
      "Finds the entities of each TEXT (or, without TEXT, each line of stdin) for the labels, with a GLiNER\n"
      "model directory as GLiNER's save_pretrained writes it (gliner_config.json, model.safetensors or\n"
@@ -182,10 +183,9 @@ std::optional<PipelineOptions> parse_pipeline_options(std::string_view command, 
            "stderr is not a terminal, a line 'flashdeberta: N/M texts, R texts/s' at most\n"
            "once a second and at the end");
   cli.flag("--timing", o.timing, "the load time, and the texts' time and rate at the end, on stderr");
-  std::string footer =
-      "Output: one JSON object per line on stdout. Errors: one line on stderr starting with\n"
-      "'flashdeberta: error:', exit status 2 for usage errors (a checkpoint without the head the\n"
-      "command needs included), 1 otherwise.";
+  std::string footer = "Output: " + std::string(spec->output) +
+                       ".\nErrors: one line on stderr starting with 'flashdeberta: error:', exit status 2 for usage\n"
+                       "errors (a checkpoint without the head the command needs included), 1 otherwise.";
   if (!spec->texts.empty()) {
     cli.texts(o.texts, std::string(spec->texts));
     footer += " Every argument after -- is a " + std::string(spec->texts) + ", even one starting with '-'.";

@@ -235,12 +235,15 @@ def _job_record(spec, shard_lines):
 
 
 def _check_job_file(outdir, record):
+    """Refuses OUTDIR when its parts come from another job. A record without parts (a start that failed before
+    any shard was written: a wrong --model) depends on nothing, and the new job's replaces it."""
     path = os.path.join(outdir, JOB_FILE)
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             previous = json.load(f)
         differ = sorted(k for k in set(record) | set(previous) if record.get(k) != previous.get(k))
-        if differ:
+        has_parts = any(name.startswith("part-") and name.endswith(".jsonl") for name in os.listdir(outdir))
+        if differ and has_parts:
             raise ValueError(f"{outdir} holds parts of another job (it differs in {', '.join(differ)}; "
                              f"see {JOB_FILE}): use another OUTDIR, or empty this one")
         return

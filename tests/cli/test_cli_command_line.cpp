@@ -52,6 +52,13 @@ TEST_CASE("every command prints its help for --help, -h and 'help <command>'") {
     }
     CHECK(has(help, "--tokenizer DIR") == (command != "gliner"));  // GLiNER reads its model directory's
   }
+  // What each pipeline command prints: rerank one array at the end, the others a JSON object per line.
+  for (std::string const& command : kPipelines) {
+    CAPTURE(command);
+    bool const array = command == "rerank";
+    CHECK(has(help_of(command), "Output: one JSON array on stdout") == array);
+    CHECK(has(help_of(command), "Output: one JSON object per line on stdout") == !array);
+  }
   std::string const serve = help_of("serve");
   CHECK(has(serve, "--max-batch-tokens N"));
   CHECK(!has(serve, "--max-tokens"));  // the server bounds its inputs with options of its own

@@ -239,6 +239,13 @@ def test_command_line_errors(dask_job, cluster, tmp_path):
     bad.write_text("".join(lines), encoding="utf-8")
     with pytest.raises(ValueError, match="bad.jsonl line 7: no id field 'id'"):
         dask_job.run_job(str(bad), str(tmp_path / "o4"), client=client, **job_kwargs())
+    # A start with a wrong --model fails before any part is written; the corrected command then runs.
+    small = write_corpus(tmp_path / "small.jsonl", 20)
+    wrong = cli_args(small, tmp_path / "o6", "--local-workers", 1)
+    wrong[wrong.index("--model") + 1] = tmp_path / "no-such-model"
+    one_line_error(run_module(*wrong), "no-such-model")
+    assert (tmp_path / "o6" / "_job.json").exists() and not list((tmp_path / "o6").glob("part-*.jsonl"))
+    assert run_module(*cli_args(small, tmp_path / "o6", "--local-workers", 1)).returncode == 0
     r = run_module("--task", "text-classification", "--model", MODEL, bad, tmp_path / "o5")
     assert r.returncode == 2 and r.stderr.startswith("flashdeberta: error: one of the arguments"), r.stderr
 
