@@ -70,7 +70,7 @@ int classify_command(std::span<char const* const> args) {
   auto const pipeline = load_pipeline(*options, HeadKind::kSequenceClassification, "classify");
   runtime::ClassifyOptions task;
   if (options->top_k) task.top_k = static_cast<std::size_t>(*options->top_k);
-  for_each_batch(*options, [&](std::vector<std::string> const& lines, std::size_t first) {
+  std::size_t const refused = for_each_batch(*options, [&](std::vector<std::string> const& lines, std::size_t first) {
     std::vector<runtime::TextInput> inputs;
     for (std::size_t i = 0; i < lines.size(); ++i)
       inputs.push_back(options->jsonl ? parse_json_line(lines[i], first + i)
@@ -83,7 +83,7 @@ int classify_command(std::span<char const* const> args) {
       print_line(line);
     }
   });
-  return 0;
+  return exit_status(refused);
 }
 
 }  // namespace flashdeberta::cli

@@ -18,12 +18,12 @@ int fill_mask_command(std::span<char const* const> args) {
   if (!options) return 0;  // --help printed the help
   auto const pipeline = load_pipeline(*options, HeadKind::kMaskedLM, "fill-mask");
   runtime::FillMaskOptions const task{.top_k = static_cast<std::size_t>(options->top_k.value_or(5))};
-  for_each_batch(*options, [&](std::vector<std::string> const& texts, std::size_t first) {
+  std::size_t const refused = for_each_batch(*options, [&](std::vector<std::string> const& texts, std::size_t first) {
     auto const results = pipeline->fill_mask(texts, task, text_run(*pipeline, first));
     for (std::size_t i = 0; i < texts.size(); ++i)
       print_line({{"text", texts[i]}, {"masks", runtime::masks_json(results[i])}});
   });
-  return 0;
+  return exit_status(refused);
 }
 
 }  // namespace flashdeberta::cli

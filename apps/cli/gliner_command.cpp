@@ -42,14 +42,14 @@ int gliner_command(std::span<char const* const> args) {
     std::chrono::duration<double, std::milli> const load = std::chrono::steady_clock::now() - start;
     std::fprintf(stderr, "flashdeberta: loaded %s in %.1f ms\n", options->common.model.string().c_str(), load.count());
   }
-  for_each_batch(*options, [&](std::vector<std::string> const& texts, std::size_t first) {
+  std::size_t const refused = for_each_batch(*options, [&](std::vector<std::string> const& texts, std::size_t first) {
     runtime::GlinerRun const run{.names = runtime::InputNames::numbered("text", first),
                                  .batch_size = static_cast<std::size_t>(options->batch_size)};
     auto const results = model.predict_entities(texts, labels, gliner_options, run);
     for (std::size_t i = 0; i < texts.size(); ++i)
       print_line({{"text", texts[i]}, {"entities", runtime::gliner_entities_json(results[i])}});
   });
-  return 0;
+  return exit_status(refused);
 }
 
 }  // namespace flashdeberta::cli

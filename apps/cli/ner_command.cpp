@@ -16,12 +16,12 @@ int ner_command(std::span<char const* const> args) {
   auto const options = parse_pipeline_options("ner", args);
   if (!options) return 0;  // --help printed the help
   auto const pipeline = load_pipeline(*options, HeadKind::kTokenClassification, "ner");
-  for_each_batch(*options, [&](std::vector<std::string> const& texts, std::size_t first) {
+  std::size_t const refused = for_each_batch(*options, [&](std::vector<std::string> const& texts, std::size_t first) {
     auto const results = pipeline->ner(texts, text_run(*pipeline, first));
     for (std::size_t i = 0; i < texts.size(); ++i)
       print_line({{"text", texts[i]}, {"entities", runtime::entities_json(results[i])}});
   });
-  return 0;
+  return exit_status(refused);
 }
 
 }  // namespace flashdeberta::cli

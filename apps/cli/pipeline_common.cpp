@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -97,8 +98,8 @@ std::unique_ptr<Pipeline const> load_pipeline(PipelineOptions const& options, He
   return pipeline;
 }
 
-void for_each_batch(PipelineOptions const& options,
-                    std::function<void(std::vector<std::string> const& texts, std::size_t first)> const& run) {
+std::size_t for_each_batch(PipelineOptions const& options,
+                           std::function<void(std::vector<std::string> const& texts, std::size_t first)> const& run) {
   using Clock = std::chrono::steady_clock;
   auto const start = Clock::now();
   bool const from_args = !options.texts.empty();
@@ -115,11 +116,32 @@ void for_each_batch(PipelineOptions const& options,
               << std::flush;
   }
   std::size_t next = 1;
+  std::size_t refused = 0;
   std::vector<std::string> texts;
+  auto const refuse = [&](std::size_t line, runtime::InputError const& e) {
+    print_line({{"line", line}, {"error", e.what()}});
+    ++refused;
+  };
+  // One refused text fails its whole batch (its forward never ran): the texts then run one at a time.
+  auto const run_batch = [&] {
+    if (options.stop_on_error) return run(texts, next);
+    try {
+      run(texts, next);
+    } catch (runtime::InputError const& e) {
+      if (texts.size() == 1) return refuse(next, e);
+      for (std::size_t i = 0; i < texts.size(); ++i) {
+        try {
+          run({texts[i]}, next + i);
+        } catch (runtime::InputError const& one) {
+          refuse(next + i, one);
+        }
+      }
+    }
+  };
   auto const flush = [&] {
     if (texts.empty()) return;
     progress.clear();
-    run(texts, next);
+    run_batch();
     std::cout.flush();
     next += texts.size();
     progress.advance(texts.size());
@@ -132,7 +154,20 @@ void for_each_batch(PipelineOptions const& options,
     }
   } else {
     std::size_t const limit = static_cast<std::size_t>(max_text_bytes(options.common.max_tokens));
-    for (std::string line; read_bounded_line(std::cin, line, limit, next + texts.size(), options.common.max_tokens);) {
+    for (std::string line;;) {
+      try {
+        if (!read_bounded_line(std::cin, line, limit, next + texts.size(), options.common.max_tokens)) break;
+      } catch (runtime::InputError const& e) {  // a line over the byte bound: the rest of it is skipped unread
+        if (options.stop_on_error) throw;
+        flush();  // the lines before it are answered first
+        progress.clear();
+        refuse(next, e);
+        std::cout.flush();
+        ++next;
+        progress.advance(1);
+        std::cin.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+        continue;
+      }
       if (!line.empty() && line.back() == '\r') line.pop_back();
       texts.push_back(std::move(line));
       if (texts.size() == size) flush();
@@ -146,6 +181,13 @@ void for_each_batch(PipelineOptions const& options,
     std::fprintf(stderr, "flashdeberta: %zu text%s in %.1f ms (%.1f texts/s)\n", count, count == 1 ? "" : "s",
                  time.count(), time.count() > 0.0 ? 1000.0 * static_cast<double>(count) / time.count() : 0.0);
   }
+  if (refused > 0) {
+    std::fprintf(stderr,
+                 "flashdeberta: error: %zu of %zu texts refused; their lines on stdout are {\"line\": N, \"error\": "
+                 "...} (--on-error stop ends at the first)\n",
+                 refused, next - 1);
+  }
+  return refused;
 }
 
 void fail_text(std::size_t index, std::string const& message) {

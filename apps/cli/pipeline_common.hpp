@@ -34,6 +34,7 @@ struct PipelineOptions {
   std::vector<std::string> texts;                  // empty: one text per line of stdin
   bool progress = false;                           // --progress
   bool timing = false;                             // --timing: load and run times on stderr
+  bool stop_on_error = false;                      // --on-error stop: the first text refused ends the command
   std::int64_t batch_size = 8;
   std::optional<std::int64_t> top_k;    // fill-mask (default 5), classify (default: every label)
   std::optional<std::string> question;  // qa
@@ -81,12 +82,19 @@ void print_line(JsonOut const& line);
 std::unique_ptr<Pipeline const> load_pipeline(PipelineOptions const& options, HeadKind head, std::string_view command);
 
 // Calls `run(texts, first)` for batches of `batch_size` texts from options.texts or stdin lines (first:
-// the 1-based number of the batch's first text), drawing a progress bar on stderr when asked (--progress)
+// the 1-based number of the batch's first text). A text the task refuses (runtime::InputError) fails its
+// batch; unless options.stop_on_error, the batch's texts then run one by one and each refused one is
+// answered on stdout, in its place, with {"line": N, "error": "text N: ..."}, the others as usual. Returns
+// how many texts were refused, after one line on stderr saying so (the command then exits 1); with
+// stop_on_error the first refusal is thrown. Draws a progress bar on stderr when asked (--progress)
 // or, for texts given as arguments, when stdin and stderr are terminals; with stderr not a terminal (a log
 // file), --progress prints a line per update instead (progress_line). A stdin line longer than
 // max_text_bytes(--max-tokens) is refused before the rest of it is read.
-void for_each_batch(PipelineOptions const& options,
-                    std::function<void(std::vector<std::string> const& texts, std::size_t first)> const& run);
+std::size_t for_each_batch(PipelineOptions const& options,
+                           std::function<void(std::vector<std::string> const& texts, std::size_t first)> const& run);
+
+// A pipeline command's exit status once its texts ran: 1 when any was refused.
+inline int exit_status(std::size_t refused) { return refused > 0 ? 1 : 0; }
 
 // The line --progress prints when stderr is not a terminal, at most once a second and at the end:
 // "flashdeberta: 16/40 texts, 123.4 texts/s" (total 0, for stdin: "flashdeberta: 16 texts, 123.4 texts/s").

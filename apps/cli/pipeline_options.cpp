@@ -27,6 +27,7 @@ struct PipelineCommand {
   bool tokenizer = true;            // --tokenizer (GLiNER reads its model directory's own)
   std::string model = kCheckpointHelp;
   std::string_view output = "one JSON object per line on stdout";
+  bool per_text_errors = true;  // --on-error: a refused text answered on its line (rerank's one array cannot)
 };
 
 void declare_top_k(CommandLine& cli, PipelineOptions& o, std::string const& help) {
@@ -130,7 +131,7 @@ std::array<PipelineCommand, 7> const kCommands = {{
                   "(the query only) or do_not_truncate; without --max-length, to the\n"
                   "tokenizer's model_max_length");
      },
-     "PASSAGE", true, kCheckpointHelp, "one JSON array on stdout, once every passage is scored"},
+     "PASSAGE", true, kCheckpointHelp, "one JSON array on stdout, once every passage is scored", false},
     {"gliner",
      "Finds the entities of each TEXT (or, without TEXT, each line of stdin) for the labels, with a GLiNER\n"
      "model directory as GLiNER's save_pretrained writes it (gliner_config.json, model.safetensors or\n"
@@ -183,6 +184,15 @@ std::optional<PipelineOptions> parse_pipeline_options(std::string_view command, 
            "stderr is not a terminal, a line 'flashdeberta: N/M texts, R texts/s' at most\n"
            "once a second and at the end");
   cli.flag("--timing", o.timing, "the load time, and the texts' time and rate at the end, on stderr");
+  if (spec->per_text_errors && !spec->texts.empty()) {
+    cli.choice("--on-error", o.stop_on_error, "WHAT", {{"continue", false}, {"stop", true}},
+               "a text the task refuses (a fill-mask text without its mask, a line over\n"
+               "--max-tokens, invalid UTF-8): continue (default) answers it on its line\n"
+               "with {\"line\": N, \"error\": \"text N: ...\"} and runs the others, exit status\n"
+               "1 at the end; stop ends the command there, with one error line on stderr");
+  } else {
+    o.stop_on_error = true;
+  }
   std::string footer = "Output: " + std::string(spec->output) +
                        ".\nErrors: one line on stderr starting with 'flashdeberta: error:', exit status 2 for usage\n"
                        "errors (a checkpoint without the head the command needs included), 1 otherwise.";

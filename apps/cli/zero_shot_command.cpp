@@ -32,11 +32,11 @@ int zero_shot_command(std::span<char const* const> args) {
   }
   auto const pipeline = load_pipeline(*options, HeadKind::kSequenceClassification, "zero-shot");
   pipeline->check_zero_shot(task);  // the checkpoint's labels (an entailment label), before any input is read
-  for_each_batch(*options, [&](std::vector<std::string> const& texts, std::size_t first) {
+  std::size_t const refused = for_each_batch(*options, [&](std::vector<std::string> const& texts, std::size_t first) {
     auto const results = pipeline->zero_shot(texts, task, text_run(*pipeline, first));
     for (std::size_t i = 0; i < texts.size(); ++i) print_line(runtime::zero_shot_json(texts[i], results[i]));
   });
-  return 0;
+  return exit_status(refused);
 }
 
 }  // namespace flashdeberta::cli

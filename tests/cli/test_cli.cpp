@@ -346,9 +346,17 @@ TEST_CASE("cli pipelines: --max-tokens refuses a long text, a long stdin line an
     MESSAGE("the CLI has no SentencePiece tokenizer; skipped");
     return;
   }
-  std::vector<std::string> const classify = {
-      "classify",  "--model", fixture("pipelines/classify").string(), "--tokenizer", fixture("tokenizers/spm").string(),
-      "--threads", "1"};
+  // --on-error stop: the refusal ends the command with its one error line (the default answers it on its line
+  // and goes on: test_cli_pipelines.cpp).
+  std::vector<std::string> const classify = {"classify",
+                                             "--model",
+                                             fixture("pipelines/classify").string(),
+                                             "--tokenizer",
+                                             fixture("tokenizers/spm").string(),
+                                             "--threads",
+                                             "1",
+                                             "--on-error",
+                                             "stop"};
   SUBCASE("one v3 text of 10^6 tokens from stdin") {
     std::string text;
     for (int i = 0; i < 1'000'000; ++i) text += "a ";  // 10^6 pieces "\u2581a", plus [CLS] and [SEP]

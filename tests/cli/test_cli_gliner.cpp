@@ -158,8 +158,8 @@ TEST_CASE("gliner: one-line errors") {
   check_one_line_error(run_cli({"gliner", "--model", model, "--labels", "a", "--tokenizer", model, "x"}), 2,
                        "unknown option '--tokenizer' for 'gliner'");
   // A batch over --max-tokens is refused, naming it.
-  check_one_line_error(run_cli({"gliner", "--model", model, "--labels", "person", "--max-tokens", "8", "--",
-                                "Ada Lovelace met Charles Babbage in London."}),
+  check_one_line_error(run_cli({"gliner", "--model", model, "--labels", "person", "--max-tokens", "8", "--on-error",
+                                "stop", "--", "Ada Lovelace met Charles Babbage in London."}),
                        1, "--max-tokens 8");
   // A max_width that no memory holds (10^9: 9 x 10^9 span rows for 9 words) is refused at once, naming the sizes
   // (before: a bare "out of memory", and at 10^8 40 s and 10 GB before failing).

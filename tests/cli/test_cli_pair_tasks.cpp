@@ -309,7 +309,7 @@ TEST_CASE("classify --pair and --jsonl: usage and input errors") {
   args.insert(args.end(), {"--jsonl", "--pair", "p"});
   check_one_line_error(run_cli_stdin(args, "{\"text\": \"t\"}\n"), 2, "--pair and --jsonl do not go together");
   args = cl;
-  args.push_back("--jsonl");
+  args.insert(args.end(), {"--jsonl", "--on-error", "stop"});
   check_one_line_error(run_cli_stdin(args, "{\"text\": \"t\"}\nplain text\n"), 1,
                        "text 2: the line is not valid JSON (");
   check_one_line_error(run_cli_stdin(args, "[\"t\"]\n"), 1, "text 1: the line is a JSON array, not an object");

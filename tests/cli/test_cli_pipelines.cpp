@@ -217,13 +217,57 @@ TEST_CASE("qa matches HF's question-answering pipeline (top_k 1, max_answer_len 
 TEST_CASE("fill-mask: a text without [MASK] is an error naming the text") {
   if (!have_fixture("fill_mask")) return;
   std::vector<std::string> args = base_args("fill-mask", "fill_mask");
-  args.insert(args.end(), {"Paris is [MASK].", "no mask here"});
+  args.insert(args.end(), {"--on-error", "stop", "Paris is [MASK].", "no mask here"});
   check_one_line_error(run_cli(args), 1, "text 2: no mask token ([MASK]) in the text");
+}
+
+// The bad line in the middle of a batch: every other line gets its result, in its place, the bad one an error
+// object, and the exit status is 1 once all ran.
+TEST_CASE("pipeline commands: a refused line is answered on its line and the others go on") {
+  if (!have_fixture("fill_mask") || !have_fixture("classify")) return;
+  std::vector<std::string> args = base_args("fill-mask", "fill_mask");
+  args.insert(args.end(), {"--batch-size", "3"});
+  std::string const input = "Paris is [MASK].\nno mask here\nThe [MASK] is blue.\n\xff bad\nA [MASK] day.\n";
+  CliResult const r = run_cli_stdin(args, input);
+  CAPTURE(r.err);
+  CHECK(r.status == 1);
+  auto const lines = json_lines(r.out);
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[0]["text"] == "Paris is [MASK].");
+  CHECK(lines[1].size() == 2);
+  CHECK(lines[1]["line"] == 2);
+  CHECK(lines[1]["error"] == "text 2: no mask token ([MASK]) in the text; fill-mask needs one");
+  CHECK(lines[2]["text"] == "The [MASK] is blue.");
+  CHECK(lines[3]["line"] == 4);
+  CHECK(lines[3]["error"].get<std::string>().starts_with("text 4: "));
+  CHECK(lines[4]["text"] == "A [MASK] day.");
+  // the lines that ran alone give what they give in a batch
+  CliResult const good = run_cli_stdin(args, "Paris is [MASK].\nThe [MASK] is blue.\nA [MASK] day.\n");
+  REQUIRE(good.status == 0);
+  auto const want = json_lines(good.out);
+  CHECK(lines[0] == want[0]);
+  CHECK(lines[2] == want[1]);
+  CHECK(lines[4] == want[2]);
+  auto const err = r.err_lines();
+  REQUIRE(err.size() == 1);
+  CHECK(err[0].starts_with("flashdeberta: error: 2 of 5 texts refused"));
+  // a line over the byte bound is skipped unread and answered the same way
+  std::vector<std::string> cl = base_args("classify", "classify");
+  cl.insert(cl.end(), {"--max-tokens", "16"});
+  CliResult const longer = run_cli_stdin(cl, "fine\n" + std::string(2000, 'x') + "\nalso fine\n");
+  CHECK(longer.status == 1);
+  auto const got = json_lines(longer.out);
+  REQUIRE(got.size() == 3);
+  CHECK(got[0]["text"] == "fine");
+  CHECK(got[1]["line"] == 2);
+  CHECK(got[2]["text"] == "also fine");
 }
 
 TEST_CASE("pipeline commands: invalid UTF-8 from stdin names the line") {
   if (!have_fixture("classify")) return;
-  check_one_line_error(run_cli_stdin(base_args("classify", "classify"), "fine\n\xff\xfe bad\n"), 1, "text 2:");
+  std::vector<std::string> args = base_args("classify", "classify");
+  args.insert(args.end(), {"--on-error", "stop"});
+  check_one_line_error(run_cli_stdin(args, "fine\n\xff\xfe bad\n"), 1, "text 2:");
 }
 
 // The models of the quick start (models/, trained by tools/train-tiny/): what a newcomer sees first must stay
