@@ -20,6 +20,7 @@ library's message, which names the file, tensor, field and sizes.
 """
 
 from ._native import __version__
+from .config import PretrainedConfig
 from .gliner import GLiNER
 from .models import (AutoModel, AutoModelForMaskedLM, AutoModelForMultipleChoice, AutoModelForQuestionAnswering,
                      AutoModelForSequenceClassification, AutoModelForTokenClassification, ModelOutput,
@@ -31,6 +32,6 @@ from .tokenizer import AutoTokenizer, Tokenizer
 __all__ = [
     "__version__", "AutoTokenizer", "Tokenizer", "AutoModel", "AutoModelForMaskedLM",
     "AutoModelForSequenceClassification", "AutoModelForTokenClassification", "AutoModelForQuestionAnswering",
-    "AutoModelForMultipleChoice", "PreTrainedModel", "ModelOutput", "pipeline", "FillMaskPipeline",
+    "AutoModelForMultipleChoice", "PreTrainedModel", "PretrainedConfig", "ModelOutput", "pipeline", "FillMaskPipeline",
     "TextClassificationPipeline", "TokenClassificationPipeline", "QuestionAnsweringPipeline", "GLiNER",
 ]

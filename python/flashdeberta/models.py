@@ -3,6 +3,7 @@ returning HF's output fields (float32 numpy arrays in HF's layouts)."""
 
 from . import _native
 from ._arguments import checkpoint_path, threads_and_max_tokens
+from .config import PretrainedConfig
 
 # model(input_ids, attention_mask, token_type_ids, on_device) for a _native.Model, without pybind11's dispatcher.
 _call = _native.call_model
@@ -33,7 +34,16 @@ def dtype_name(dtype):
 
 
 class ModelOutput(dict):
-    """HF's ModelOutput: the fields by key (out["logits"]) or as attributes (out.logits)."""
+    """HF's ModelOutput: the fields by key (out["logits"]), as attributes (out.logits) or by position in HF's
+    order (out[0], out[:2], to_tuple())."""
+
+    def __getitem__(self, key):
+        if isinstance(key, (int, slice)):
+            return tuple(self.values())[key]
+        return dict.__getitem__(self, key)
+
+    def to_tuple(self):
+        return tuple(self.values())
 
     def __getattr__(self, name):
         try:
@@ -51,13 +61,54 @@ class PreTrainedModel(_native.ModelBase):
 
     def __init__(self, directory, head, *, device, dtype, attention, threads, max_tokens, backend):
         self.name_or_path = directory
-        self.device = "cuda" if backend_for(device, backend) == "cuda" else "cpu"
-        self.dtype = dtype_name(dtype)
-        threads, max_tokens = threads_and_max_tokens(threads, max_tokens)
-        self._native = _native.Model(directory, head, backend_for(device, backend), self.dtype, attention,
-                                     threads, max_tokens, ModelOutput)
+        self._head, self._attention = head, attention
+        self._threads, self._max_tokens = threads_and_max_tokens(threads, max_tokens)
+        self._load(device, backend, dtype_name(dtype))
         # config.json as the C++ loader's strict reader reads it (duplicate keys, NaN, invalid UTF-8 refused).
-        self.config = self._native.config
+        self.config = PretrainedConfig(self._native.config, self._native.labels)
+
+    def _load(self, device, backend, dtype):
+        native = _native.Model(self.name_or_path, self._head, backend_for(device, backend), dtype, self._attention,
+                               self._threads, self._max_tokens, ModelOutput)
+        self._native = native
+        self._backend = backend
+        self.device = "cuda" if backend_for(device, backend) == "cuda" else "cpu"
+        self.dtype = dtype
+
+    def eval(self):
+        """HF's eval(): flashdeberta models always run as in eval mode (no dropout); returns the model."""
+        return self
+
+    def train(self, mode=True):
+        if mode:
+            raise NotImplementedError("flashdeberta models run inference only: train() is not available")
+        return self
+
+    def to(self, *args, **kwargs):
+        """HF's to(device) / to(dtype) / to(device, dtype): the same weights loaded again on that device or in
+        that dtype (a load, not a copy), in place; returns the model."""
+        device, dtype = self.device, self.dtype
+        for value in (*args, *kwargs.values()):
+            name = str(value).replace("torch.", "")
+            if name in _DTYPES:
+                dtype = dtype_name(name)
+            elif name == "cpu" or name == "cuda" or name.startswith("cuda:") or isinstance(value, int):
+                device = "cuda" if isinstance(value, int) else name
+            else:
+                raise ValueError(f"to({value!r}): not a device ('cpu', 'cuda', 'cuda:0', 0) or a dtype")
+        unknown = set(kwargs) - {"device", "dtype"}
+        if unknown:
+            raise TypeError(f"to() got unexpected argument(s) {', '.join(sorted(unknown))}")
+        backend = self._backend if backend_for(device, None) == backend_for(self.device, None) else None
+        if backend_for(device, backend) != backend_for(self.device, self._backend) or dtype != self.dtype:
+            self._load(device, backend, dtype)
+        return self
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else device)
 
     @property
     def id2label(self):

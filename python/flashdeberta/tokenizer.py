@@ -99,10 +99,21 @@ class Tokenizer:
             return self._native.id_to_token(self._id(ids))
         return [self._native.id_to_token(self._id(i)) for i in ids]
 
+    def batch_decode(self, sequences, skip_special_tokens=False):
+        """HF's batch_decode: decode() of each row (a list of lists, or a 2-D array)."""
+        if hasattr(sequences, "tolist"):
+            sequences = sequences.tolist()
+        return [self.decode(ids, skip_special_tokens=skip_special_tokens) for ids in sequences]
+
     def convert_tokens_to_ids(self, tokens):
+        """The id of a token (a list: of each); a token the vocabulary lacks gives the unknown token's id, as HF."""
+        def one(token):
+            found = self._native.token_to_id(check_text(token, "tokens") if isinstance(token, str) else token)
+            return self.unk_token_id if found is None else found
+
         if isinstance(tokens, str):
-            return self._native.token_to_id(check_text(tokens, "tokens"))
-        return [self._native.token_to_id(check_text(t, "tokens") if isinstance(t, str) else t) for t in tokens]
+            return one(tokens)
+        return [one(t) for t in tokens]
 
     def __len__(self):
         """HF's len(tokenizer): the vocabulary with the added tokens ([MASK] for v3)."""
