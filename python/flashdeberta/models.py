@@ -13,9 +13,14 @@ _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf1
 
 
 def backend_for(device, backend):
-    """The C++ backend of a device: "cpu" runs the Eigen backend (or backend="kokkos"), "cuda" the CUDA one."""
+    """The C++ backend of a device: "cpu" (HF's device=-1) runs the Eigen backend (or backend="kokkos"), "cuda"
+    ("cuda:0", HF's device=0, a torch.device) the CUDA one."""
     if backend is not None:
         return backend
+    if isinstance(device, int) and not isinstance(device, bool):
+        if device < 0:
+            return "eigen"
+        device = f"cuda:{device}"
     device = str(device)
     if device == "cpu":
         return "eigen"

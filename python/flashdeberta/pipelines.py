@@ -2,10 +2,13 @@
 question-answering and zero-shot-classification pipelines over the C++ tasks the CLI runs, returning HF's
 structures; and "rerank" (text-embeddings-inference's /rerank) with a cross-encoder."""
 
+import inspect
+import itertools
 
 from . import _native
 from ._arguments import check_text, checkpoint_path, integer, str_items, text_list, threads_and_max_tokens
-from .models import backend_for, dtype_name
+from .models import PreTrainedModel, backend_for, dtype_name
+from .tokenizer import Tokenizer
 
 _TASKS = {"fill-mask": "fill-mask", "text-classification": "text-classification",
           "sentiment-analysis": "text-classification", "token-classification": "token-classification",
@@ -14,13 +17,42 @@ _TASKS = {"fill-mask": "fill-mask", "text-classification": "text-classification"
 
 
 class Pipeline:
-    """What the pipelines share: the loaded checkpoint and the batch size. The tasks themselves (encoding,
-    batches of batch_size inputs, post-processing) run in C++, the same task units as the CLI's commands."""
+    """What the pipelines share: the loaded checkpoint, the batch size and the call arguments given at
+    construction (HF's pipeline(task, ..., top_k=3): defaults of every call). The tasks themselves (encoding,
+    batches of batch_size inputs, post-processing) run in C++, the same task units as the CLI's commands.
 
-    def __init__(self, native, task, batch_size):
+    Calling a pipeline with a generator (or any iterator) streams: the results come back as a generator,
+    batch_size inputs at a time, as HF's pipelines iterate over a dataset."""
+
+    def __init__(self, native, task, batch_size, defaults=None):
         self._native = native
         self.task = task
         self.batch_size = batch_size
+        defaults = dict(defaults or {})
+        takes = inspect.signature(self._call).parameters
+        unknown = sorted(k for k in defaults if k not in takes or k == "inputs")
+        if unknown:
+            raise TypeError(f"{task} pipelines take no argument(s) {', '.join(unknown)} (their arguments: "
+                            f"{', '.join(k for k in takes if k != 'inputs')})")
+        self._defaults = defaults
+
+    def __call__(self, *args, **kwargs):
+        params = {**self._defaults, **kwargs}
+        if args and _is_stream(args[0]):
+            return self._stream(args[0], args[1:], params)
+        return self._call(*args, **params)
+
+    def _stream(self, inputs, rest, params):
+        size = self._batch_size(params.get("batch_size"))
+        while True:
+            chunk = list(itertools.islice(inputs, size))
+            if not chunk:
+                return
+            results = self._call(chunk, *rest, **params)
+            yield from ([results] if len(chunk) == 1 and self._unwraps_one_item_list else results)
+
+    # HF's fill-mask gives a one-text list's result unwrapped, as for a single text; streams yield per input.
+    _unwraps_one_item_list = False
 
     def _batch_size(self, batch_size):
         return self.batch_size if batch_size is None else integer(batch_size, "batch_size", 1)
@@ -30,8 +62,12 @@ class Pipeline:
 
 
 class FillMaskPipeline(Pipeline):
-    def __call__(self, inputs, top_k=5, batch_size=None):
+    _unwraps_one_item_list = True
+
+    def _call(self, inputs, top_k=5, batch_size=None, targets=None):
         """Per text, the top_k tokens at its mask (a list of dicts), or at each of its masks (a list of lists)."""
+        if targets is not None:
+            raise ValueError("fill-mask targets= is not there yet in flashdeberta (top_k over the whole vocabulary)")
         texts, single = text_list(inputs, "inputs")
         if not texts:
             return []
@@ -44,9 +80,13 @@ class FillMaskPipeline(Pipeline):
 class TextClassificationPipeline(Pipeline):
     _LEGACY = object()  # top_k not given: HF's legacy form, the best label as a dict
 
-    def __call__(self, inputs, top_k=_LEGACY, batch_size=None):
+    def _call(self, inputs, top_k=_LEGACY, batch_size=None, return_all_scores=None):
         """Labels with scores, best first. A text (or {"text", "text_pair"}) with top_k not given: [best] for a
         str, best for a dict; top_k=None: every label; top_k=K: the K best. A list: one result per item."""
+        if return_all_scores is not None:  # HF's older form of top_k=None (every label) against top_k=1
+            if top_k is not TextClassificationPipeline._LEGACY:
+                raise ValueError("give top_k or return_all_scores, not both")
+            top_k = None if return_all_scores else TextClassificationPipeline._LEGACY
         legacy = top_k is TextClassificationPipeline._LEGACY
         items = inputs if isinstance(inputs, list) else [inputs]
         texts, pairs = [], []
@@ -76,17 +116,25 @@ class TextClassificationPipeline(Pipeline):
 
 
 class TokenClassificationPipeline(Pipeline):
-    def __call__(self, inputs, batch_size=None):
-        """Entities of each text ("simple" aggregation): entity_group, score, word, start, end."""
+    def _call(self, inputs, batch_size=None, aggregation_strategy="simple"):
+        """Entities of each text, HF's aggregation_strategy="simple": entity_group, score, word, start, end."""
+        if str(aggregation_strategy).lower().split(".")[-1] != "simple":
+            raise ValueError(f"aggregation_strategy={aggregation_strategy!r}: flashdeberta's token-classification "
+                             "groups entities as HF's 'simple' does; 'none', 'first', 'average' and 'max' are not "
+                             "there yet")
         texts, single = text_list(inputs, "inputs")
         per_text = self._native.ner(texts, self._batch_size(batch_size))
         return per_text[0] if single else per_text
 
 
 class QuestionAnsweringPipeline(Pipeline):
-    def __call__(self, inputs=None, *, question=None, context=None):
-        """The best answer span: {"score", "start", "end", "answer"}; a list of {"question", "context"}
-        dicts gives a list of answers."""
+    def _call(self, inputs=None, context_=None, *, question=None, context=None):
+        """The best answer span: {"score", "start", "end", "answer"}, for qa(question=..., context=...),
+        qa("question", "context") or qa({"question", "context"}); a list of such dicts gives a list of answers."""
+        if isinstance(inputs, str) and isinstance(context_, str):  # HF's positional (question, context)
+            inputs, question, context = None, inputs, context_
+        elif context_ is not None:
+            raise ValueError("question-answering takes (question, context) as two str, or question= and context=")
         if inputs is None:
             if not isinstance(question, str) or not isinstance(context, str):
                 raise ValueError("question-answering needs question= and context= (str)")
@@ -106,7 +154,7 @@ _DEFAULT_HYPOTHESIS_TEMPLATE = "This example is {}."
 
 
 class ZeroShotClassificationPipeline(Pipeline):
-    def __call__(self, sequences, candidate_labels=None, hypothesis_template=_DEFAULT_HYPOTHESIS_TEMPLATE,
+    def _call(self, sequences, candidate_labels=None, hypothesis_template=_DEFAULT_HYPOTHESIS_TEMPLATE,
                  multi_label=False, batch_size=None):
         """HF's zero-shot-classification: {"sequence", "labels", "scores"} (labels best first) for a str, a
         list of them for a list. candidate_labels: a list, or a str of comma-separated labels. Each batch of
@@ -127,7 +175,7 @@ class ZeroShotClassificationPipeline(Pipeline):
 
 
 class RerankPipeline(Pipeline):
-    def __call__(self, query, passages, top_n=None, raw_scores=False, return_text=False, truncation=False,
+    def _call(self, query, passages, top_n=None, raw_scores=False, return_text=False, truncation=False,
                  max_length=None, batch_size=None):
         """The passages by descending relevance to query, as text-embeddings-inference's /rerank:
         [{"index", "score"}] ("text" too with return_text), index counting passages from 0, score the sigmoid
@@ -154,19 +202,48 @@ _CLASSES = {"fill-mask": FillMaskPipeline, "text-classification": TextClassifica
 
 
 def pipeline(task, model=None, tokenizer=None, *, device="cpu", dtype="float32", attention="flash", threads=0,
-             batch_size=8, max_tokens=65536, backend=None):
-    """HF's pipeline(task, model=DIR): task is fill-mask, text-classification (sentiment-analysis),
-    token-classification (ner), question-answering, zero-shot-classification (an NLI checkpoint) or rerank
-    (text-ranking: a cross-encoder, one label); model a checkpoint directory whose architectures hold the
-    task's head; tokenizer a directory with the tokenizer files when they are not in model."""
+             batch_size=8, max_tokens=65536, backend=None, **call_defaults):
+    """HF's pipeline(task, model=...), running on flashdeberta's C++ tasks.
+
+    task: "fill-mask", "text-classification" ("sentiment-analysis"), "token-classification" ("ner"),
+      "question-answering", "zero-shot-classification" (an NLI checkpoint) or "rerank" ("text-ranking": a
+      cross-encoder, one label).
+    model: a checkpoint directory whose config.json's architectures hold the task's head, or a model loaded by
+      AutoModelFor*.from_pretrained (its directory is loaded for the task; its device and dtype are kept unless
+      given here). flashdeberta downloads nothing.
+    tokenizer: a directory with the tokenizer files, or an AutoTokenizer; default: the model's directory.
+    device: "cpu" (or -1), "cuda" ("cuda:0", 0, a torch.device). dtype: "float32", "bfloat16", "float16"
+      (CUDA), "int8" (CPU linear layers). attention: "flash" or "eager". threads: host threads (0: every
+      core). batch_size: inputs per forward pass. max_tokens: the largest forward, in tokens.
+    Any other keyword is a default of every call, as HF's pipeline(..., top_k=3) is: fill-mask top_k;
+      text-classification top_k (None: every label), return_all_scores; token-classification
+      aggregation_strategy ("simple"); zero-shot candidate_labels, hypothesis_template, multi_label; rerank
+      top_n, raw_scores, return_text, truncation, max_length.
+
+    Calls: pipe(text) or pipe([texts]) (a generator streams: results come back as a generator); QA takes
+    question=, context= (or the two as positional str, or {"question", "context"} dicts). What HF offers and
+    flashdeberta does not (fill-mask targets, other aggregation strategies) is refused naming it."""
     if task not in _TASKS:
         raise ValueError(f"task {task!r} is not one of {', '.join(sorted(_TASKS))}")
     if model is None:
         raise ValueError("pipeline() needs model=, a checkpoint directory (flashdeberta downloads nothing)")
+    if isinstance(model, PreTrainedModel):
+        if device == "cpu" and backend is None:
+            device = model.device
+        if dtype == "float32":
+            dtype = model.dtype
+        model = model.name_or_path
+    if isinstance(tokenizer, Tokenizer):
+        tokenizer = tokenizer.name_or_path
     model = checkpoint_path(model, "model", must_exist=True)
     tokenizer = None if tokenizer is None else checkpoint_path(tokenizer, "tokenizer")
     batch_size = integer(batch_size, "batch_size", 1)
     threads, max_tokens = threads_and_max_tokens(threads, max_tokens)
     native = _native.Pipeline(_TASKS[task], model, tokenizer,
                               backend_for(device, backend), dtype_name(dtype), attention, threads, max_tokens)
-    return _CLASSES[_TASKS[task]](native, _TASKS[task], batch_size)
+    return _CLASSES[_TASKS[task]](native, _TASKS[task], batch_size, call_defaults)
+
+
+def _is_stream(value):
+    """A generator or another iterator (not a str, list, tuple or dict): HF iterates over it lazily."""
+    return not isinstance(value, (str, bytes, list, tuple, dict)) and hasattr(value, "__next__")
