@@ -21,7 +21,12 @@ class Tokenizer:
         self.name_or_path = directory
 
     def __call__(self, text, text_pair=None, *, add_special_tokens=True, padding=False, truncation=None,
-                 max_length=None, return_offsets_mapping=False, return_tensors="np"):
+                 max_length=None, return_offsets_mapping=False, return_tensors="np", return_attention_mask=True,
+                 return_token_type_ids=True):
+        """HF's tokenizer call: input_ids, token_type_ids, attention_mask (and offset_mapping) for a text or a
+        list of texts (with text_pair: pairs). return_tensors: "np" (int64 arrays [B, L], the default), "pt"
+        (torch tensors) or None (HF's lists); return_attention_mask / return_token_type_ids=False leave those
+        out."""
         texts, single = text_list(text, "text")
         pairs = None
         if text_pair is not None:
@@ -51,13 +56,19 @@ class Tokenizer:
             # Past 2**62 it cuts nothing; padding to it is bounded as --max-tokens is (an array of that many
             # positions per text is more memory than there is).
             max_length = integer(max_length, "max_length", 0, MAX_TOKENS if pad == "max_length" else None)
-        if return_tensors not in ("np", None):
-            raise ValueError(f"return_tensors={return_tensors!r}: flashdeberta returns numpy arrays ('np') or "
-                             "lists (None)")
+        if return_tensors not in ("np", "pt", None):
+            raise ValueError(f"return_tensors={return_tensors!r}: flashdeberta returns numpy arrays ('np'), torch "
+                             "tensors ('pt') or lists (None)")
         rows = self._native.encode_batch(texts, pairs, add_special_tokens, trunc, max_length, pad,
                                          return_offsets_mapping, return_tensors is None)
+        left_out = {name for name, wanted in (("attention_mask", return_attention_mask),
+                                              ("token_type_ids", return_token_type_ids)) if not wanted}
+        rows = {k: v for k, v in dict(rows).items() if k not in left_out}
         if return_tensors == "np":
-            return dict(rows)
+            return rows
+        if return_tensors == "pt":
+            import torch  # only for this form of output
+            return {k: torch.from_numpy(v) for k, v in rows.items()}
         # HF's return_tensors=None: lists, one row per text (the row itself for a single text).
         return {k: v[0] if single else v for k, v in rows.items()}
 

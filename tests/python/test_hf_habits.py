@@ -66,3 +66,18 @@ def test_tokenizer_habits(fd):
     # HF gives the unknown token's id for a token the vocabulary lacks (not None).
     assert tok.convert_tokens_to_ids("no-such-token-anywhere") == tok.unk_token_id
     assert tok.convert_tokens_to_ids(["[CLS]", "no-such-token-anywhere"]) == [tok.cls_token_id, tok.unk_token_id]
+
+
+def test_tokenizer_return_flags(fd):
+    tok = fd.AutoTokenizer.from_pretrained(SPM)
+    full = tok(["hello world", "a longer second text"], padding=True)
+    ids_only = tok(["hello world", "a longer second text"], padding=True, return_attention_mask=False,
+                   return_token_type_ids=False)
+    assert set(ids_only) == {"input_ids"} and np.array_equal(ids_only["input_ids"], full["input_ids"])
+    assert "attention_mask" in tok("x", return_token_type_ids=False)
+    torch = pytest.importorskip("torch")
+    pt = tok(["hello world", "a longer second text"], padding=True, return_tensors="pt")
+    assert isinstance(pt["input_ids"], torch.Tensor)
+    assert np.array_equal(pt["attention_mask"].numpy(), full["attention_mask"])
+    with pytest.raises(ValueError, match="return_tensors='tf'"):
+        tok("x", return_tensors="tf")
