@@ -3,7 +3,6 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include <algorithm>
 #include <array>
 #include <cerrno>
 
@@ -247,17 +246,13 @@ void Connection::answer(HttpResponse response) {
 
 beast::error_code Connection::send_now(Wire& wire) {
   while (wire.sent < wire.size()) {
-    iovec parts[2];
-    int count = 0;
-    auto const add = [&](std::string& text, std::size_t skip) {
-      if (skip >= text.size()) return;
-      parts[count++] = iovec{text.data() + skip, text.size() - skip};
-    };
-    add(wire.header, wire.sent);
-    add(wire.body, wire.sent > wire.header.size() ? wire.sent - wire.header.size() : 0);
+    std::array<iovec, 2> parts{};
+    std::size_t count = 0;
+    for (asio::const_buffer const& part : wire.rest())
+      if (part.size() > 0) parts[count++] = iovec{const_cast<void*>(part.data()), part.size()};
     msghdr message{};
-    message.msg_iov = parts;
-    message.msg_iovlen = static_cast<std::size_t>(count);
+    message.msg_iov = parts.data();
+    message.msg_iovlen = count;
     ssize_t const sent = ::sendmsg(socket_.native_handle(), &message, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (sent < 0) {
       if (errno == EINTR) continue;
@@ -281,11 +276,7 @@ void Connection::on_sent(std::shared_ptr<Wire> const& wire, beast::error_code er
 
 void Connection::write_rest() {
   arm(listener_.stopping() ? std::chrono::duration_cast<Clock::duration>(kStopWrite) : limits_.write_timeout);
-  std::size_t const in_body = wire_.sent > wire_.header.size() ? wire_.sent - wire_.header.size() : 0;
-  std::size_t const in_header = std::min(wire_.sent, wire_.header.size());
-  std::array<asio::const_buffer, 2> const rest{asio::buffer(wire_.header) + in_header,
-                                               asio::buffer(wire_.body) + in_body};
-  asio::async_write(socket_, rest,
+  asio::async_write(socket_, wire_.rest(),
                     [self = shared_from_this()](beast::error_code error, std::size_t) { self->on_written(error); });
 }
 

@@ -9,6 +9,8 @@
 // send races with nothing.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -53,6 +55,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::size_t sent = 0;
     bool keep_alive = false;  // what the answer's header says
     std::size_t size() const { return header.size() + body.size(); }
+    // What is left to send: the unsent ends of the header and of the body (either may be empty).
+    std::array<boost::asio::const_buffer, 2> rest() const {
+      std::size_t const in_header = std::min(sent, header.size());
+      return {boost::asio::buffer(header) + in_header, boost::asio::buffer(body) + (sent - in_header)};
+    }
   };
   static Wire wire_of(HttpResponse response, bool keep_alive, bool head);
 
