@@ -98,15 +98,15 @@ class PreTrainedModel(_native.ModelBase):
             if name in _DTYPES:
                 dtype = dtype_name(name)
             elif name == "cpu" or name == "cuda" or name.startswith("cuda:") or isinstance(value, int):
-                device = "cuda" if isinstance(value, int) else name
+                device = value if isinstance(value, int) else name  # backend_for checks an index
             else:
                 raise ValueError(f"to({value!r}): not a device ('cpu', 'cuda', 'cuda:0', 0) or a dtype")
         unknown = set(kwargs) - {"device", "dtype"}
         if unknown:
             raise TypeError(f"to() got unexpected argument(s) {', '.join(sorted(unknown))}")
-        backend = self._backend if backend_for(device, None) == backend_for(self.device, None) else None
-        if backend_for(device, backend) != backend_for(self.device, self._backend) or dtype != self.dtype:
-            self._load(device, backend, dtype)
+        same_device = backend_for(device, None) == backend_for(self.device, None)
+        if not same_device or dtype != self.dtype:
+            self._load(device, self._backend if same_device else None, dtype)
         return self
 
     def cpu(self):
