@@ -16,6 +16,7 @@
 #include "commands.hpp"
 #include "flashdeberta/config.hpp"
 #include "flashdeberta/core/error.hpp"
+#include "openmp_wait.hpp"
 
 namespace {
 
@@ -134,6 +135,7 @@ int dispatch(Args args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cli::bound_openmp_spinning(argv);
   Args const args(argv + 1, argc > 0 ? static_cast<std::size_t>(argc - 1) : 0);
   try {
     return dispatch(args);

@@ -19,6 +19,7 @@ OSError (a missing or unreadable file) or ValueError (anything else the caller g
 library's message, which names the file, tensor, field and sizes.
 """
 
+from . import _openmp_wait  # noqa: F401 (before _native: libgomp reads its environment when loaded)
 from ._native import __version__
 from .config import PretrainedConfig
 from .gliner import GLiNER
