@@ -5,7 +5,7 @@ The API follows transformers where it has one:
     import flashdeberta
     tokenizer = flashdeberta.AutoTokenizer.from_pretrained("models/tiny-en")
     model = flashdeberta.AutoModelForMaskedLM.from_pretrained("models/tiny-en")
-    outputs = model(**tokenizer(["Paris is the [MASK] of France."], padding=True))
+    outputs = model(**tokenizer(["Paris is the [MASK] of France."], padding=True, return_tensors="np"))
     outputs["logits"].shape                      # (1, L, vocab), a float32 numpy array
 
     classify = flashdeberta.pipeline("text-classification", model="models/tiny-en-sections")
@@ -21,6 +21,7 @@ library's message, which names the file, tensor, field and sizes.
 
 from . import _openmp_wait  # noqa: F401 (before _native: libgomp reads its environment when loaded)
 from ._native import __version__
+from .batch_encoding import BatchEncoding
 from .config import PretrainedConfig
 from .gliner import GLiNER
 from .models import (AutoModel, AutoModelForMaskedLM, AutoModelForMultipleChoice, AutoModelForQuestionAnswering,
@@ -31,7 +32,7 @@ from .pipelines import (FillMaskPipeline, QuestionAnsweringPipeline, TextClassif
 from .tokenizer import AutoTokenizer, Tokenizer
 
 __all__ = [
-    "__version__", "AutoTokenizer", "Tokenizer", "AutoModel", "AutoModelForMaskedLM",
+    "__version__", "AutoTokenizer", "Tokenizer", "BatchEncoding", "AutoModel", "AutoModelForMaskedLM",
     "AutoModelForSequenceClassification", "AutoModelForTokenClassification", "AutoModelForQuestionAnswering",
     "AutoModelForMultipleChoice", "PreTrainedModel", "PretrainedConfig", "ModelOutput", "pipeline", "FillMaskPipeline",
     "TextClassificationPipeline", "TokenClassificationPipeline", "QuestionAnsweringPipeline", "GLiNER",

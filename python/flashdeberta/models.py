@@ -149,8 +149,12 @@ class PreTrainedModel(_native.ModelBase):
             raise ValueError("input_ids is required")
         # numpy arrays go to the binding as they are (the common case, and the cheapest); anything else
         # (lists, torch CPU tensors) through np.asarray.
-        ids, mask, types = (a if a is None or type(a) is np.ndarray else np.asarray(a)
-                            for a in (input_ids, attention_mask, token_type_ids))
+        try:
+            ids, mask, types = (a if a is None or type(a) is np.ndarray else np.asarray(a)
+                                for a in (input_ids, attention_mask, token_type_ids))
+        except ValueError:  # the tokenizer's lists (its default output) of unpadded texts
+            raise ValueError("the input rows have different lengths and make no [B, L] array: tokenize with "
+                             "padding=True") from None
         if return_tensors == "np":
             return _call(self._native, ids, mask, types, False)
         if return_tensors not in ("dlpack", "pt"):

@@ -70,9 +70,9 @@ def test_tokenizer_habits(fd):
 
 def test_tokenizer_return_flags(fd):
     tok = fd.AutoTokenizer.from_pretrained(SPM)
-    full = tok(["hello world", "a longer second text"], padding=True)
+    full = tok(["hello world", "a longer second text"], padding=True, return_tensors="np")
     ids_only = tok(["hello world", "a longer second text"], padding=True, return_attention_mask=False,
-                   return_token_type_ids=False)
+                   return_token_type_ids=False, return_tensors="np")
     assert set(ids_only) == {"input_ids"} and np.array_equal(ids_only["input_ids"], full["input_ids"])
     assert "attention_mask" in tok("x", return_token_type_ids=False)
     torch = pytest.importorskip("torch")

@@ -62,7 +62,7 @@ def test_shared_tokenizer_and_model_are_bit_identical(fd, batches):
     model = fd.AutoModelForSequenceClassification.from_pretrained(str(PIPELINES / "classify"))
 
     def compute(batch):
-        enc = tok(batch, padding=True, return_offsets_mapping=True)
+        enc = tok(batch, padding=True, return_offsets_mapping=True, return_tensors="np")
         out = model(enc["input_ids"], attention_mask=enc["attention_mask"])
         return enc, out["logits"]
 

@@ -89,7 +89,7 @@ def test_tokenizer_matches_cli(fd, cli, directories, name, setting):
     directory = directories[name]
     pair, max_length, truncation = setting
     tok = fd.AutoTokenizer.from_pretrained(str(directory))
-    kwargs = {"return_offsets_mapping": True}
+    kwargs = {"return_offsets_mapping": True, "return_tensors": "np"}
     if max_length is not None:
         kwargs["max_length"] = max_length
         kwargs["truncation"] = truncation if truncation is not None else True
@@ -121,7 +121,7 @@ def test_max_length_alone_truncates_longest_first(fd, cli):
     status, out, err = run_cli(cli, cli_args(TOKENIZERS / "spm", "How are you?", 10, None) + ["--", LONG])
     assert status == 0, err
     want = json_lines(out)[0]
-    enc = tok(LONG, "How are you?", max_length=10)
+    enc = tok(LONG, "How are you?", max_length=10, return_tensors="np")
     assert enc["input_ids"][0].tolist() == want["input_ids"]
     assert enc["token_type_ids"][0].tolist() == want["token_type_ids"]
 

@@ -37,7 +37,8 @@ def load_cases():
 
 
 def call_kwargs(case):
-    kwargs = {"add_special_tokens": case.get("add_special_tokens", True), "return_offsets_mapping": True}
+    kwargs = {"add_special_tokens": case.get("add_special_tokens", True), "return_offsets_mapping": True,
+              "return_tensors": "np"}
     if case.get("max_length") is not None:
         kwargs["max_length"] = case["max_length"]
     if case.get("truncation"):
@@ -151,7 +152,7 @@ def test_special_tokens_and_sizes(tokenizers, name):
 def test_tokenize_and_convert_ids(tokenizers):
     tok = tokenizers["spm"]
     text = "Paris is the [MASK] of France."
-    enc = tok(text)
+    enc = tok(text, return_tensors="np")
     ids = enc["input_ids"][0].tolist()
     tokens = tok.convert_ids_to_tokens(ids)
     assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]" and "[MASK]" in tokens
@@ -165,22 +166,22 @@ def test_tokenize_and_convert_ids(tokenizers):
 def test_batch_rows_equal_single_rows(tokenizers):
     tok = tokenizers["spm"]
     texts = ["Hello world", "Été à Paris, naïve café", "", "東京は日本の首都です。"]
-    enc = tok(texts, padding=True, return_offsets_mapping=True)
+    enc = tok(texts, padding=True, return_offsets_mapping=True, return_tensors="np")
     width = enc["input_ids"].shape[1]
     for i, text in enumerate(texts):
-        one = tok(text, padding="max_length", max_length=width, return_offsets_mapping=True)
+        one = tok(text, padding="max_length", max_length=width, return_offsets_mapping=True, return_tensors="np")
         for key in FIELDS:
             assert np.array_equal(enc[key][i], one[key][0]), f"row {i} {key}"
 
 
 def test_unequal_lengths_without_padding_raise(tokenizers):
     with pytest.raises(ValueError):
-        tokenizers["spm"](["short", "a much longer text than the first one"])
+        tokenizers["spm"](["short", "a much longer text than the first one"], return_tensors="np")
     # padding="do_not_pad" and padding=False are the same refusal; "longest" and True pad.
     with pytest.raises(ValueError):
-        tokenizers["spm"](["short", "a much longer text"], padding="do_not_pad")
-    a = tokenizers["spm"](["short", "a much longer text"], padding="longest")
-    b = tokenizers["spm"](["short", "a much longer text"], padding=True)
+        tokenizers["spm"](["short", "a much longer text"], padding="do_not_pad", return_tensors="np")
+    a = tokenizers["spm"](["short", "a much longer text"], padding="longest", return_tensors="np")
+    b = tokenizers["spm"](["short", "a much longer text"], padding=True, return_tensors="np")
     assert all(np.array_equal(a[k], b[k]) for k in a)
 
 
@@ -189,11 +190,12 @@ def test_option_spellings(tokenizers):
     # without return_offsets_mapping there is no offset_mapping.
     tok = tokenizers["spm"]
     text = "The quick brown fox jumps over the lazy dog near the old stone wall."
-    full = tok(text)
+    full = tok(text, return_tensors="np")
     assert set(full) == {"input_ids", "token_type_ids", "attention_mask"}
     assert full["input_ids"].ndim == 2 and full["input_ids"].shape[0] == 1
     for off in (False, "do_not_truncate"):
-        assert np.array_equal(tok(text, max_length=8, truncation=off)["input_ids"], full["input_ids"]), off
-    a = tok(text, "How are you?", max_length=12, truncation=True)
-    b = tok(text, "How are you?", max_length=12, truncation="longest_first")
+        assert np.array_equal(tok(text, max_length=8, truncation=off, return_tensors="np")["input_ids"],
+                              full["input_ids"]), off
+    a = tok(text, "How are you?", max_length=12, truncation=True, return_tensors="np")
+    b = tok(text, "How are you?", max_length=12, truncation="longest_first", return_tensors="np")
     assert a["input_ids"].shape == (1, 12) and all(np.array_equal(a[k], b[k]) for k in a)
