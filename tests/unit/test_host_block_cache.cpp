@@ -145,3 +145,12 @@ TEST_CASE("HostBuffer: a buffer of a shape seen before reuses the block of the l
   CHECK(target.data() != nullptr);
   CHECK(HostBuffer(0, DType::kF32).data() == nullptr);
 }
+
+TEST_CASE("HostBlockCache: a block of kHugeBlockBytes or more starts on a huge-page boundary") {
+  ScopedLimit const limit(64 * kMiB);
+  HostBuffer const large(HostBlockCache::kHugeBlockBytes / 4, DType::kF32);
+  CHECK(reinterpret_cast<std::uintptr_t>(large.data()) % HostBlockCache::kHugePageBytes == 0);
+  std::memset(large.data(), 1, large.size_bytes());  // the whole block is the caller's
+  HostBuffer const small(1024 * 1024, DType::kF32);  // 4 MiB: a cache line is enough
+  CHECK(reinterpret_cast<std::uintptr_t>(small.data()) % HostBlockCache::kAlignment == 0);
+}

@@ -1,12 +1,16 @@
 // safetensors: writer -> reader round trips, and a table of malformed files, each rejected with its own message.
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
 #include <doctest/doctest.h>
 
+#include "flashdeberta/core/float_convert.hpp"
 #include "flashdeberta/io/safetensors.hpp"
 #include "flashdeberta/io/safetensors_writer.hpp"
 #include "io_test_util.hpp"
@@ -253,8 +257,56 @@ TEST_CASE("a failing writer leaves the destination as it was") {
   CHECK(error_message([&] {
           write_safetensors(dir / "taken", {{"a", DType::kF32, {2}, as_bytes_of(good)}});
         }) == (dir / "taken").string() +
-                 " is a directory; the output is written to a temporary file and renamed over it, which would "
-                 "replace it, so it must be a regular file or not exist");
+                  " is a directory; the output is written to a temporary file and renamed over it, which would "
+                  "replace it, so it must be a regular file or not exist");
   CHECK(std::filesystem::is_directory(dir / "taken"));
   CHECK(dir.count() == 2);
+}
+
+// float_convert.hpp: the vector conversions the CPU picks at run time (floats_to_f32's float16 and bfloat16
+// paths) give exactly the scalar reference's bits (but for signaling NaNs, which come out quiet)
+// for every float16 and bfloat16 value, from any alignment and for lengths that leave a scalar tail.
+TEST_CASE("float16 and bfloat16 to float32: every value, any offset and length, bit-exact") {
+  std::vector<std::uint16_t> all(65536);
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::uint16_t>(i);
+  std::vector<std::byte> bytes(2 * all.size() + 1);
+  for (std::size_t shift : {0u, 1u}) {  // 1: every 16-bit value at an odd address
+    std::memcpy(bytes.data() + shift, all.data(), 2 * all.size());
+    for (DType dtype : {DType::kF16, DType::kBF16}) {
+      CAPTURE(shift);
+      CAPTURE(flashdeberta::dtype_name(dtype));
+      auto const convert = [&](std::size_t begin, std::span<float> out) {
+        std::byte const* const src = bytes.data() + shift + 2 * begin;
+        if (dtype == DType::kF16) {
+          flashdeberta::detail::half_to_float_n(src, out.data(), out.size());
+        } else {
+          flashdeberta::detail::bfloat16_to_float_n(src, out.data(), out.size());
+        }
+      };
+      std::vector<float> out(all.size());
+      convert(0, out);
+      // A signaling NaN comes out quiet from the CPU's conversion (the quiet bit set, sign and payload kept).
+      auto const same = [](float got, float want) {
+        std::uint32_t g, w;
+        std::memcpy(&g, &got, 4);
+        std::memcpy(&w, &want, 4);
+        return g == w || (std::isnan(want) && g == (w | 0x00400000u));
+      };
+      std::size_t mismatches = 0;
+      for (std::size_t i = 0; i < all.size(); ++i) {
+        float const want =
+            dtype == DType::kF16 ? flashdeberta::half_to_float(all[i]) : flashdeberta::bfloat16_to_float(all[i]);
+        mismatches += !same(out[i], want);
+      }
+      CHECK(mismatches == 0);
+      // A range starting inside the tensor, of a length that is no multiple of the vector width.
+      std::vector<float> part(37);
+      convert(60001, part);
+      for (std::size_t i = 0; i < part.size(); ++i) {
+        float const want = dtype == DType::kF16 ? flashdeberta::half_to_float(all[60001 + i])
+                                                : flashdeberta::bfloat16_to_float(all[60001 + i]);
+        CHECK(same(part[i], want));
+      }
+    }
+  }
 }

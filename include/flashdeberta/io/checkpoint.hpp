@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -29,6 +30,10 @@
 #include "flashdeberta/io/torch_checkpoint.hpp"
 
 namespace flashdeberta {
+
+// Runs body(begin, end) over ranges that tile [0, count), possibly on several threads at once (a policy's host
+// threads); empty: the caller converts in one range on its own thread.
+using HostRanges = std::function<void(std::int64_t count, std::function<void(std::int64_t, std::int64_t)> const& body)>;
 
 namespace detail {
 
@@ -158,19 +163,32 @@ class Checkpoint {
   }
 
   // Reads `name` as float32 after checking its shape against what the config requires.
-  std::vector<float> read_f32(std::string_view name, std::vector<std::int64_t> const& expected_shape) const {
+  std::vector<float> read_f32(std::string_view name, std::vector<std::int64_t> const& expected_shape,
+                              HostRanges const& ranges = {}) const {
     std::vector<float> values(static_cast<std::size_t>(checked(name, expected_shape).numel));
-    read_f32_into(name, expected_shape, values);
+    read_f32_into(name, expected_shape, values, ranges);
     return values;
   }
 
   // Converts `name` to float32 into `out` (its numel floats) after the shape check, then lets the tensor's
-  // pages leave memory (MappedFile::release): the copy is what stays.
-  void read_f32_into(std::string_view name, std::vector<std::int64_t> const& expected_shape,
-                     std::span<float> out) const {
+  // pages leave memory (MappedFile::release): the copy is what stays. With `ranges` (a policy's host threads,
+  // host_ranges in layers/weight_loader.hpp) the conversion and the page faults it takes are shared out.
+  void read_f32_into(std::string_view name, std::vector<std::int64_t> const& expected_shape, std::span<float> out,
+                     HostRanges const& ranges = {}) const {
     TensorInfo const& t = checked(name, expected_shape);
     FLASHDEBERTA_ASSERT(static_cast<std::int64_t>(out.size()) == t.numel);
-    detail::tensor_to_f32(t, source_of(name), out);
+    FLASHDEBERTA_REQUIRE(is_floating(t.dtype), source_of(name)
+                                                   << ": tensor '" << t.name << "' has dtype " << dtype_name(t.dtype)
+                                                   << "; a float tensor (F32, F16, BF16 or F64) is required");
+    auto const convert = [&](std::int64_t begin, std::int64_t end) {
+      detail::floats_to_f32(t.dtype, t.bytes.data(), static_cast<std::size_t>(begin),
+                            out.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)));
+    };
+    if (ranges) {
+      ranges(t.numel, convert);
+    } else {
+      convert(0, t.numel);
+    }
     release(name);
   }
 

@@ -34,6 +34,7 @@
 
 #include "flashdeberta/core/dtype.hpp"
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/core/float_convert.hpp"
 #include "flashdeberta/io/mapped_file.hpp"
 #include "flashdeberta/io/safetensors_header.hpp"
 
@@ -89,27 +90,12 @@ T load_unaligned(std::byte const* p) {
 }
 
 // Converts any floating tensor to float32 into `out` (t.numel floats): exact for F32/F16/BF16, rounded to
-// nearest for F64.
+// nearest for F64 (float_convert.hpp: vectorized where the CPU can).
 inline void tensor_to_f32(TensorInfo const& t, std::string_view source, std::span<float> out) {
   FLASHDEBERTA_ASSERT(static_cast<std::int64_t>(out.size()) == t.numel);
-  std::byte const* p = t.bytes.data();
-  switch (t.dtype) {
-    case DType::kF32:
-      if (!out.empty()) std::memcpy(out.data(), p, out.size() * sizeof(float));
-      break;
-    case DType::kF16:
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] = half_to_float(load_unaligned<std::uint16_t>(p + 2 * i));
-      break;
-    case DType::kBF16:
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] = bfloat16_to_float(load_unaligned<std::uint16_t>(p + 2 * i));
-      break;
-    case DType::kF64:
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(load_unaligned<double>(p + 8 * i));
-      break;
-    default:
-      FLASHDEBERTA_FAIL(source << ": tensor '" << t.name << "' has dtype " << dtype_name(t.dtype)
-                               << "; a float tensor (F32, F16, BF16 or F64) is required");
-  }
+  FLASHDEBERTA_REQUIRE(is_floating(t.dtype), source << ": tensor '" << t.name << "' has dtype " << dtype_name(t.dtype)
+                                                    << "; a float tensor (F32, F16, BF16 or F64) is required");
+  floats_to_f32(t.dtype, t.bytes.data(), 0, out);
 }
 
 inline std::vector<float> tensor_to_f32(TensorInfo const& t, std::string_view source) {

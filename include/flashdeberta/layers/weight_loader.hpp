@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -46,6 +47,18 @@ typename P::Buffer stage_weight(P const& policy, std::int64_t numel, Fill&& fill
   return policy.upload(std::span<float const>(host), policy.compute_dtype());
 }
 
+// The policy's host threads as the checkpoint's conversions take them (SplitsHostWork), or none.
+template <ExecutionPolicy P>
+HostRanges host_ranges(P const& policy) {
+  if constexpr (SplitsHostWork<P>) {
+    return [&policy](std::int64_t count, std::function<void(std::int64_t, std::int64_t)> const& body) {
+      policy.for_each_host_range(count, body);
+    };
+  } else {
+    return {};
+  }
+}
+
 // Tensor `name` of `checkpoint`, shape-checked, in policy memory. A float32 tensor in a mapped file is used where
 // it lies when the policy computes on host memory in place (AdoptsHostMemory) and the checkpoint lends its
 // mappings (CheckpointOptions::zero_copy): no copy, the buffer keeps the mapping alive. Otherwise it is uploaded
@@ -64,7 +77,8 @@ typename P::Buffer load_weight(P const& policy, Checkpoint const& checkpoint, st
   }
   std::int64_t numel = 1;
   for (std::int64_t d : shape) numel *= d;
-  return stage_weight(policy, numel, [&](std::span<float> out) { checkpoint.read_f32_into(name, shape, out); });
+  return stage_weight(policy, numel,
+                      [&](std::span<float> out) { checkpoint.read_f32_into(name, shape, out, host_ranges(policy)); });
 }
 
 template <ExecutionPolicy P>
@@ -101,11 +115,11 @@ class WeightLoader {
 
   // Host float32 copy, shape-checked; for load-time preparation (fusing, precomputing).
   std::vector<float> read(std::string const& name, std::vector<std::int64_t> const& shape) const {
-    return checkpoint_.read_f32(prefix_ + name, shape);
+    return checkpoint_.read_f32(prefix_ + name, shape, host_ranges(policy_));
   }
   // The same into `out`, e.g. a part of a weight being stacked (staged).
   void read_into(std::string const& name, std::vector<std::int64_t> const& shape, std::span<float> out) const {
-    checkpoint_.read_f32_into(prefix_ + name, shape, out);
+    checkpoint_.read_f32_into(prefix_ + name, shape, out, host_ranges(policy_));
   }
 
   // A tensor used as stored, in policy memory (load_weight: in place where it can be).

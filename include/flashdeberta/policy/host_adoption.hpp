@@ -1,7 +1,10 @@
-// An optional policy hook: computing on float32 host memory in place instead of uploading a copy of it.
+// Optional policy hooks for host memory: computing on float32 host memory in place instead of uploading a copy
+// of it, and sharing load-time host loops among the policy's threads.
 #pragma once
 
 #include <concepts>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 
@@ -14,6 +17,16 @@ namespace flashdeberta {
 template <class P>
 concept AdoptsHostMemory = requires(P const& p, std::span<float const> values, std::shared_ptr<void const> owner) {
   { p.adopt_host(values, owner) } -> std::same_as<typename P::Buffer>;
+};
+
+// for_each_host_range(count, body): body(begin, end) over ranges tiling [0, count), run on up to the policy's
+// host threads at once (they return before it does). The loader converts float16 / bfloat16 checkpoints through
+// it, so that a load uses the threads the caller gave the policy (--threads), no more; a policy without it
+// converts on the calling thread.
+template <class P>
+concept SplitsHostWork = requires(P const& p, std::int64_t count,
+                                  std::function<void(std::int64_t, std::int64_t)> const& body) {
+  p.for_each_host_range(count, body);
 };
 
 }  // namespace flashdeberta

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -91,6 +92,14 @@ class EigenPolicy {
     Buffer buffer(static_cast<std::int64_t>(host.size()), DType::kF32);
     std::copy(host.begin(), host.end(), buffer.as<float>());
     return buffer;
+  }
+
+  // Load-time host loops (host_adoption.hpp's SplitsHostWork: converting float16 weights) on this policy's
+  // threads, each taking at least a quarter of a million elements (about a page-fault-bound millisecond).
+  void for_each_host_range(std::int64_t count, std::function<void(std::int64_t, std::int64_t)> const& body) const {
+    eigen_ops::OpThreads const team = eigen_ops::threads_for(static_cast<double>(count), 256.0 * 1024.0, threads_);
+    eigen_ops::run_workers(
+        team, [&](int worker, int workers) { body(count * worker / workers, count * (worker + 1) / workers); });
   }
 
   // A weight read where it lies (host_adoption.hpp): a view of `values`, which `owner` keeps valid.
