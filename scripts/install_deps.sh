@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(build-essential cmake libeigen3-dev libsentencepiece-dev sentencepiece doctest-dev libbenchmark-dev
           nlohmann-json3-dev libtrilinos-kokkos-dev libomp-dev clang time
-          pybind11-dev python3-dev python3-numpy python3-pytest python3-distributed libboost1.81-dev zlib1g-dev curl
+          pybind11-dev python3-dev python3-numpy python3-pytest python3-pip python3-venv python3-distributed libboost1.81-dev zlib1g-dev curl
           libdnnl-dev libcli11-dev)
 missing=()
 for p in "${packages[@]}"; do

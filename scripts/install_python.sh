@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# Installs the Python package `flashdeberta` for Debian's python3: the Debian packages it needs, a build of the
-# extension module in build-python/ for this CPU (-march=native; the CUDA backend too when nvcc is there), and
-# `cmake --install` of the package into /usr/local/lib/python3.X/dist-packages, which Debian's python3 searches.
-#   bash scripts/install_python.sh            then: python3 -c "import flashdeberta"
+# Installs the Python package `flashdeberta` with pip, offline: `pip install .` through the project's own build
+# backend (python/pep517_backend: CMake builds the extension for that Python, for this CPU; the CUDA backend too
+# when nvcc is there), after the Debian packages the build needs.
+#   bash scripts/install_python.sh [PYTHON]     then: PYTHON -c "import flashdeberta"
+# PYTHON (default: Debian's /usr/bin/python3) may be any Python 3.9+ with numpy: a venv's, pyenv's, conda's.
+# Debian's own python3 is "externally managed" (PEP 668): pip installs into /usr/local/lib/python3.X/dist-packages
+# there, which Debian's python3 searches and apt never touches, so the script passes --break-system-packages
+# for it alone. The build tree (build-python-cp3XY/) is kept: installing again rebuilds only what changed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+python=${1:-/usr/bin/python3}
 bash "$root/scripts/install_deps.sh"
-build=${FLASHDEBERTA_PYTHON_BUILD_DIR:-$root/build-python}
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DFLASHDEBERTA_BUILD_PYTHON=ON -DFLASHDEBERTA_NATIVE=ON \
-  -DFLASHDEBERTA_BUILD_TESTS=OFF -DFLASHDEBERTA_BUILD_BENCH=OFF -DFLASHDEBERTA_BUILD_APPS=OFF -DFLASHDEBERTA_BUILD_EXAMPLES=OFF \
-  -DCMAKE_INSTALL_PREFIX=/usr/local >/dev/null
-cmake --build "$build" -j"$(nproc)" --target flashdeberta_python
+args=(-m pip install --no-index --disable-pip-version-check "$root")
 sudo_cmd=""
-[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-$sudo_cmd cmake --install "$build" --component python
-cd / && /usr/bin/python3 -c "import flashdeberta; print('flashdeberta', flashdeberta.__version__, 'installed for', __import__('sys').executable)"
+managed=$("$python" -c 'import sys, sysconfig, os; print(int(sys.prefix == sys.base_prefix and os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))))')
+if [ "$managed" = 1 ]; then
+  args+=(--break-system-packages)
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+fi
+$sudo_cmd env FLASHDEBERTA_CMAKE_ARGS="-DFLASHDEBERTA_NATIVE=ON ${FLASHDEBERTA_CMAKE_ARGS:-}" "$python" "${args[@]}"
+cd / && "$python" -c "import flashdeberta; print('flashdeberta', flashdeberta.__version__, 'installed for', __import__('sys').executable, 'in', flashdeberta.__file__)"
