@@ -1,5 +1,5 @@
-// flashdeberta ner: HF's token-classification pipeline with aggregation_strategy="simple": entities
-// with their label group, mean score, text and character span.
+// flashdeberta ner: HF's token-classification pipeline (aggregation_strategy "simple" unless
+// --aggregation-strategy names another): entities with their label group, mean score, text and character span.
 #include <iostream>
 #include <span>
 #include <string>
@@ -17,7 +17,9 @@ int ner_command(std::span<char const* const> args) {
   if (!options) return 0;  // --help printed the help
   auto const pipeline = load_pipeline(*options, HeadKind::kTokenClassification, "ner");
   std::size_t const refused = for_each_batch(*options, [&](std::vector<std::string> const& texts, std::size_t first) {
-    auto const results = pipeline->ner(texts, text_run(*pipeline, first));
+    runtime::NerOptions ner_options;
+    ner_options.aggregation = options->aggregation.value_or(pipelines::Aggregation::kSimple);
+    auto const results = pipeline->ner(texts, ner_options, text_run(*pipeline, first));
     for (std::size_t i = 0; i < texts.size(); ++i)
       print_line({{"text", texts[i]}, {"entities", runtime::entities_json(results[i])}});
   });

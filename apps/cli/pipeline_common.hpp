@@ -36,9 +36,10 @@ struct PipelineOptions {
   bool timing = false;                             // --timing: load and run times on stderr
   bool stop_on_error = false;                      // --on-error stop: the first text refused ends the command
   std::int64_t batch_size = 8;
-  std::optional<std::int64_t> top_k;    // fill-mask (default 5), classify (default: every label)
-  std::optional<std::string> question;  // qa
-  std::optional<std::string> context;   // qa
+  std::optional<std::int64_t> top_k;                  // fill-mask (default 5), classify (default: every label)
+  std::optional<pipelines::Aggregation> aggregation;  // ner --aggregation-strategy (default simple)
+  std::optional<std::string> question;                // qa
+  std::optional<std::string> context;                 // qa
   // The pair tasks' options.
   std::optional<std::string> pair;                  // classify --pair: every text's second sequence
   bool jsonl = false;                               // classify --jsonl: stdin lines are {"text", "text_pair"}

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "command_line.hpp"
+#include "flashdeberta/pipelines/token_classification.hpp"
 #include "flashdeberta/pipelines/zero_shot.hpp"
 #include "pipeline_common.hpp"
 
@@ -72,16 +73,26 @@ std::array<PipelineCommand, 7> const kCommands = {{
      "join while the tag stays the same and no B- starts a new one (B-/I- prefixes; other labels act as\n"
      "I-); O is left out. score is the mean of the tokens' probabilities, start and end count Unicode code\n"
      "points of the text (HF's offsets, which include a word's leading space for SentencePiece\n"
-     "tokenizers), word is the entity's tokens decoded.",
-     [](CommandLine&, PipelineOptions&) {}},
+     "tokenizers), word is the entity's tokens joined. --aggregation-strategy picks HF's other ways:\n"
+     "none (every token: {\"entity\", \"score\", \"index\", \"word\", \"start\", \"end\"}), first, average\n"
+     "or max (whole words, labelled by their first token, their averaged scores or their surest token).",
+     [](CommandLine& cli, PipelineOptions& o) {
+       std::vector<Choice<std::optional<pipelines::Aggregation>>> strategies;
+       for (auto a : {pipelines::Aggregation::kNone, pipelines::Aggregation::kSimple, pipelines::Aggregation::kFirst,
+                      pipelines::Aggregation::kAverage, pipelines::Aggregation::kMax}) {
+         strategies.push_back({pipelines::aggregation_name(a), a});
+       }
+       cli.choice("--aggregation-strategy", o.aggregation, "S", strategies,
+                  "HF's aggregation_strategy: none, simple (default), first, average, max");
+     }},
     {"qa",
      "Answers Q from C with a question-answering checkpoint (architectures Deberta*ForQuestionAnswering),\n"
      "as HF's question-answering pipeline with its defaults (top_k 1, max_answer_len 15, no impossible\n"
      "answer). Prints {\"question\": ..., \"score\", \"start\", \"end\", \"answer\"}: the span of at most 15\n"
      "context tokens with the largest start x end probability (softmax over the context tokens and\n"
      "[CLS]), widened to whole words; start and end count Unicode code points of C and answer is that\n"
-     "part of C. Question and context together may take at most 384 tokens (HF would split a longer\n"
-     "context into windows).",
+     "part of C. A context too long for one window of 384 tokens with the question is read in windows\n"
+     "sharing 128 tokens, as HF's max_seq_len and doc_stride, and the best answer of all is printed.",
      [](CommandLine& cli, PipelineOptions& o) {
        cli.text("--question", o.question, "Q", "the question")->required();
        cli.text("--context", o.context, "C", "the text holding the answer")->required();

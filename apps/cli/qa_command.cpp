@@ -1,5 +1,6 @@
 // flashdeberta qa: HF's question-answering pipeline with its defaults (top_k 1, max_answer_len 15, no
-// impossible answer): the best answer span of the context, its score and its characters.
+// impossible answer, windows of 384 tokens sharing 128): the best answer span of the context, its score and
+// its characters.
 #include <iostream>
 #include <span>
 #include <string>

@@ -1,12 +1,15 @@
-"""pipeline(): HF's fill-mask, text-classification, token-classification ("simple" aggregation),
-question-answering and zero-shot-classification pipelines over the C++ tasks the CLI runs, returning HF's
-structures; and "rerank" (text-embeddings-inference's /rerank) with a cross-encoder."""
+"""pipeline(): HF's fill-mask, text-classification, token-classification, question-answering and
+zero-shot-classification pipelines over the C++ tasks the CLI runs, taking HF's call arguments and returning
+HF's structures; and "rerank" (text-embeddings-inference's /rerank) with a cross-encoder."""
 
 import inspect
 import itertools
+import numbers
+import warnings
 
 from . import _native
-from ._arguments import check_text, checkpoint_path, integer, str_items, text_list, threads_and_max_tokens
+from ._arguments import MAX_TOKENS, check_text, checkpoint_path, integer, str_items, text_list, \
+    threads_and_max_tokens
 from .models import PreTrainedModel, backend_for, dtype_name
 from .tokenizer import Tokenizer
 
@@ -64,15 +67,27 @@ class Pipeline:
 class FillMaskPipeline(Pipeline):
     _unwraps_one_item_list = True
 
-    def _call(self, inputs, top_k=5, batch_size=None, targets=None):
-        """Per text, the top_k tokens at its mask (a list of dicts), or at each of its masks (a list of lists)."""
-        if targets is not None:
-            raise ValueError("fill-mask targets= is not there yet in flashdeberta (top_k over the whole vocabulary)")
+    def _call(self, inputs, top_k=5, batch_size=None, targets=None, tokenizer_kwargs=None):
+        """Per text, the top_k tokens at its mask (a list of dicts), or at each of its masks (a list of lists).
+        targets (a str or a list of str): only these compete, each the vocabulary's token of that name or else
+        the first token of its tokenization (with HF's warning); scores stay the softmax over the whole
+        vocabulary and top_k is capped at the number of targets. tokenizer_kwargs: HF's tokenizer arguments of
+        the texts, {"truncation": True | "longest_first" | ..., "max_length": N}."""
         texts, single = text_list(inputs, "inputs")
         if not texts:
             return []
         top_k = integer(top_k, "top_k", 1)
-        outputs = self._native.fill_mask(texts, top_k, self._batch_size(batch_size))
+        target_ids = []
+        if targets is not None:
+            targets = [targets] if isinstance(targets, str) else targets
+            if not isinstance(targets, (list, tuple)):
+                raise ValueError(f"targets must be a str or a list of str, not {type(targets).__name__}")
+            target_ids, notes = self._native.target_ids(str_items(targets, "targets"))
+            for note in notes:  # HF logs these as warnings
+                warnings.warn(note, UserWarning, stacklevel=3)
+        max_length, truncation = _tokenizer_kwargs(tokenizer_kwargs or {}, "tokenizer_kwargs")
+        outputs = self._native.fill_mask(texts, top_k, self._batch_size(batch_size), target_ids, max_length,
+                                         truncation)
         # HF returns a one-text list's result unwrapped, as for a single text.
         return outputs[0] if single or len(outputs) == 1 else outputs
 
@@ -80,9 +95,15 @@ class FillMaskPipeline(Pipeline):
 class TextClassificationPipeline(Pipeline):
     _LEGACY = object()  # top_k not given: HF's legacy form, the best label as a dict
 
-    def _call(self, inputs, top_k=_LEGACY, batch_size=None, return_all_scores=None):
+    def _call(self, inputs, top_k=_LEGACY, batch_size=None, return_all_scores=None, function_to_apply=None,
+              truncation=None, max_length=None):
         """Labels with scores, best first. A text (or {"text", "text_pair"}) with top_k not given: [best] for a
-        str, best for a dict; top_k=None: every label; top_k=K: the K best. A list: one result per item."""
+        str, best for a dict; top_k=None: every label; top_k=K: the K best. A list: one result per item.
+        function_to_apply: "sigmoid", "softmax", "none" (the logits) or "default" (None): HF's choice for the
+        checkpoint (none for problem_type "regression", sigmoid for "multi_label_classification" or one label,
+        else softmax). truncation (True / "longest_first", "only_first", "only_second") and max_length: HF's
+        tokenizer arguments; a text longer than max_length (default: the tokenizer's model_max_length) is cut
+        as HF cuts it, where without them a text over max_tokens is refused."""
         if return_all_scores is not None:  # HF's older form of top_k=None (every label) against top_k=1
             if top_k is not TextClassificationPipeline._LEGACY:
                 raise ValueError("give top_k or return_all_scores, not both")
@@ -107,7 +128,11 @@ class TextClassificationPipeline(Pipeline):
             if pair is not None and not isinstance(pair, str):
                 raise ValueError(f"text_pair must be a str or None, not {type(pair).__name__}")
         k = None if legacy or top_k is None else integer(top_k, "top_k", 1)
-        results = self._native.classify(texts, pairs, k, None, self._batch_size(batch_size))
+        if function_to_apply is not None:
+            function_to_apply = str(getattr(function_to_apply, "value", function_to_apply))  # HF's enum too
+        length, strategy = _tokenizer_kwargs({"truncation": truncation, "max_length": max_length}, "")
+        results = self._native.classify(texts, pairs, k, function_to_apply, self._batch_size(batch_size), length,
+                                        strategy)
         if legacy:
             results = [labels[0] for labels in results]
             if isinstance(inputs, str):
@@ -116,37 +141,80 @@ class TextClassificationPipeline(Pipeline):
 
 
 class TokenClassificationPipeline(Pipeline):
-    def _call(self, inputs, batch_size=None, aggregation_strategy="simple"):
-        """Entities of each text, HF's aggregation_strategy="simple": entity_group, score, word, start, end."""
-        if str(aggregation_strategy).lower().split(".")[-1] != "simple":
-            raise ValueError(f"aggregation_strategy={aggregation_strategy!r}: flashdeberta's token-classification "
-                             "groups entities as HF's 'simple' does; 'none', 'first', 'average' and 'max' are not "
-                             "there yet")
+    def _call(self, inputs, batch_size=None, aggregation_strategy="simple", ignore_labels=None, stride=None):
+        """Entities of each text. aggregation_strategy (a str, any case, or HF's AggregationStrategy):
+        "none": every token, {"entity", "score", "index", "word", "start", "end"}; "simple": neighbouring tokens
+        of one entity grouped, {"entity_group", "score", "word", "start", "end"}; "first", "average", "max":
+        the same over whole words, each word labelled by its first token, its averaged scores or its best token.
+        ignore_labels: the labels (entity groups) left out, default ["O"]. Each text is cut at the tokenizer's
+        model_max_length when it has one, as HF's pipeline cuts it."""
+        if stride is not None:
+            raise ValueError("stride= (HF's overlapping windows over a text longer than model_max_length) is not "
+                             "supported by flashdeberta's token-classification")
+        strategy = str(getattr(aggregation_strategy, "value", aggregation_strategy))
+        if ignore_labels is None:
+            ignore_labels = ["O"]
+        elif isinstance(ignore_labels, str) or not isinstance(ignore_labels, (list, tuple, set, frozenset)):
+            raise ValueError(f"ignore_labels must be a list of str, not {type(ignore_labels).__name__}")
         texts, single = text_list(inputs, "inputs")
-        per_text = self._native.ner(texts, self._batch_size(batch_size))
+        per_text = self._native.ner(texts, self._batch_size(batch_size), strategy,
+                                    str_items(list(ignore_labels), "ignore_labels"))
         return per_text[0] if single else per_text
 
 
 class QuestionAnsweringPipeline(Pipeline):
-    def _call(self, inputs=None, context_=None, *, question=None, context=None):
-        """The best answer span: {"score", "start", "end", "answer"}, for qa(question=..., context=...),
-        qa("question", "context") or qa({"question", "context"}); a list of such dicts gives a list of answers."""
+    def _call(self, inputs=None, context_=None, *, question=None, context=None, top_k=1, topk=None,
+              max_answer_len=15, handle_impossible_answer=False, doc_stride=None, max_seq_len=None,
+              max_question_len=64, align_to_words=True, padding=None, batch_size=None):
+        """Answer spans, as transformers 4.x's question-answering pipeline: {"score", "start", "end",
+        "answer"} for qa(question=..., context=...), qa("question", "context") or qa({"question", "context"});
+        a list of such dicts gives a list of results. top_k: that many answers, best first (a list; HF gives
+        a single answer as a dict, and fewer than top_k when the context has fewer spans). max_answer_len:
+        the most tokens of an answer (15). handle_impossible_answer: the empty answer {"start": 0, "end": 0,
+        "answer": ""} competes with the score of [CLS]. max_seq_len (default min(model_max_length, 384)) and
+        doc_stride (default min(max_seq_len // 2, 128)): a context too long for one window of max_seq_len
+        tokens is split into windows sharing doc_stride tokens, and their answers merged (equal texts add
+        their scores). align_to_words: widen spans to whole words. max_question_len and padding only matter to
+        HF's slow tokenizers and change nothing here."""
         if isinstance(inputs, str) and isinstance(context_, str):  # HF's positional (question, context)
             inputs, question, context = None, inputs, context_
         elif context_ is not None:
             raise ValueError("question-answering takes (question, context) as two str, or question= and context=")
+        if topk is not None and top_k == 1:  # HF's deprecated name
+            warnings.warn("topk parameter is deprecated, use top_k instead", UserWarning, stacklevel=3)
+            top_k = topk
+        if isinstance(top_k, numbers.Integral) and not isinstance(top_k, bool) and top_k < 1:
+            raise ValueError(f"top_k parameter should be >= 1 (got {top_k})")
+        if isinstance(max_answer_len, numbers.Integral) and not isinstance(max_answer_len, bool) \
+                and max_answer_len < 1:
+            raise ValueError(f"max_answer_len parameter should be >= 1 (got {max_answer_len}")
+        integer(max_question_len, "max_question_len", 1)
+        options = (integer(top_k, "top_k", 1), integer(max_answer_len, "max_answer_len", 1),
+                   bool(handle_impossible_answer), bool(align_to_words),
+                   None if max_seq_len is None else integer(max_seq_len, "max_seq_len", 1, MAX_TOKENS),
+                   None if doc_stride is None else integer(doc_stride, "doc_stride", 0, MAX_TOKENS))
+
+        def one(q, c):
+            found = self._native.answers(check_text(q, "question"), check_text(c, "context"), *options)
+            return found[0] if len(found) == 1 else found  # HF: a single answer as a dict
+
         if inputs is None:
+            if isinstance(question, list) and isinstance(context, str):  # HF: several questions, one context
+                return [one(q, context) for q in str_items(question, "question")]
+            if isinstance(question, list) and isinstance(context, list):
+                if len(question) != len(context):
+                    raise ValueError("Questions and contexts don't have the same lengths")
+                return [one(q, c) for q, c in zip(str_items(question, "question"), str_items(context, "context"))]
             if not isinstance(question, str) or not isinstance(context, str):
                 raise ValueError("question-answering needs question= and context= (str)")
-            return self._native.answer(check_text(question, "question"), check_text(context, "context"))
+            return one(question, context)
         items = inputs if isinstance(inputs, list) else [inputs]
         answers = []
         for item in items:
             if not (isinstance(item, dict) and isinstance(item.get("question"), str)
                     and isinstance(item.get("context"), str)):
                 raise ValueError("question-answering takes {'question': str, 'context': str} dicts")
-            answers.append(self._native.answer(check_text(item["question"], "question"),
-                                               check_text(item["context"], "context")))
+            answers.append(one(item["question"], item["context"]))
         return answers if isinstance(inputs, list) else answers[0]
 
 
@@ -215,14 +283,25 @@ def pipeline(task, model=None, tokenizer=None, *, device="cpu", dtype="float32",
     device: "cpu" (or -1), "cuda" ("cuda:0", 0, a torch.device). dtype: "float32", "bfloat16", "float16"
       (CUDA), "int8" (CPU linear layers). attention: "flash" or "eager". threads: host threads (0: every
       core). batch_size: inputs per forward pass. max_tokens: the largest forward, in tokens.
-    Any other keyword is a default of every call, as HF's pipeline(..., top_k=3) is: fill-mask top_k;
-      text-classification top_k (None: every label), return_all_scores; token-classification
-      aggregation_strategy ("simple"); zero-shot candidate_labels, hypothesis_template, multi_label; rerank
-      top_n, raw_scores, return_text, truncation, max_length.
+    Any other keyword is a default of every call, as HF's pipeline(..., top_k=3) is. The call arguments (HF's):
+      fill-mask: top_k (5), targets (str or list: only these tokens compete), tokenizer_kwargs ({"truncation",
+        "max_length"}).
+      text-classification: top_k (not given: the best label alone, HF's legacy form; None: every label),
+        return_all_scores (deprecated form of top_k=None), function_to_apply ("default", "sigmoid", "softmax",
+        "none"), truncation and max_length (HF's tokenizer arguments: cut instead of refusing a long text).
+      token-classification: aggregation_strategy ("simple"; "none", "first", "average", "max"), ignore_labels
+        (["O"]); a text is cut at the tokenizer's model_max_length as HF cuts it.
+      question-answering: top_k (1), max_answer_len (15), handle_impossible_answer (False), max_seq_len
+        (min(model_max_length, 384)), doc_stride (min(max_seq_len // 2, 128)): a long context runs as
+        overlapping windows, max_question_len (64, HF's slow tokenizers only), align_to_words (True).
+      zero-shot-classification: candidate_labels, hypothesis_template, multi_label.
+      rerank: top_n, raw_scores, return_text, truncation, max_length.
+      Every task: batch_size.
 
     Calls: pipe(text) or pipe([texts]) (a generator streams: results come back as a generator); QA takes
     question=, context= (or the two as positional str, or {"question", "context"} dicts). What HF offers and
-    flashdeberta does not (fill-mask targets, other aggregation strategies) is refused naming it."""
+    flashdeberta does not (token-classification stride=, tokenizer arguments other than truncation and
+    max_length) is refused naming it."""
     if task not in _TASKS:
         raise ValueError(f"task {task!r} is not one of {', '.join(sorted(_TASKS))}")
     if model is None:
@@ -242,6 +321,30 @@ def pipeline(task, model=None, tokenizer=None, *, device="cpu", dtype="float32",
     native = _native.Pipeline(_TASKS[task], model, tokenizer,
                               backend_for(device, backend), dtype_name(dtype), attention, threads, max_tokens)
     return _CLASSES[_TASKS[task]](native, _TASKS[task], batch_size, call_defaults)
+
+
+def _tokenizer_kwargs(kwargs, name):
+    """HF's tokenizer truncation= and max_length= (from a pipeline's tokenizer_kwargs dict or its own arguments)
+    as (max_length or None, strategy name or None). truncation True is "longest_first"; False, None and
+    "do_not_truncate" cut nothing; max_length alone cuts longest_first (HF's tokenizer does, with a warning)."""
+    if not isinstance(kwargs, dict):
+        raise ValueError(f"{name} must be a dict, not {type(kwargs).__name__}")
+    unknown = sorted(str(k) for k in kwargs if k not in ("truncation", "max_length", "padding"))
+    if unknown:
+        raise ValueError(f"{name or 'tokenizer arguments'}: flashdeberta takes truncation, max_length and padding "
+                         f"(which changes no result), not {', '.join(unknown)}")
+    truncation, max_length = kwargs.get("truncation"), kwargs.get("max_length")
+    truncation = getattr(truncation, "value", truncation)  # HF's TruncationStrategy
+    if truncation is True:
+        truncation = "longest_first"
+    elif truncation is False or truncation is None or truncation == "do_not_truncate":
+        truncation = None
+    elif not isinstance(truncation, str):
+        raise ValueError(f"truncation must be a bool or a strategy name, not {type(truncation).__name__}")
+    length = None if max_length is None else integer(max_length, "max_length", 1)
+    if length is not None and truncation is None and kwargs.get("truncation") is not None:
+        length = None  # HF: max_length with truncation=False only pads
+    return length, truncation
 
 
 def _is_stream(value):

@@ -35,10 +35,11 @@ HeadKind head_for_task(std::string const& task) {
 
 std::optional<pipelines::ScoreFunction> score_function_of(std::optional<std::string> const& name) {
   if (!name) return std::nullopt;
-  if (*name == "softmax") return pipelines::ScoreFunction::kSoftmax;
-  if (*name == "sigmoid") return pipelines::ScoreFunction::kSigmoid;
-  if (*name == "none") return pipelines::ScoreFunction::kNone;
-  throw runtime::UsageError("function_to_apply '" + *name + "' is not one of softmax, sigmoid, none");
+  try {
+    return pipelines::parse_score_function(*name);
+  } catch (Error const& e) {
+    throw runtime::UsageError(e.what());
+  }
 }
 
 }  // namespace
@@ -57,11 +58,22 @@ class Pipeline {
     pipeline_ = std::make_unique<runtime::Pipeline>(options, tokenizer_dir, head, task);
   }
 
+  // HF's targets as ids, and HF's warnings about the targets that are not tokens of the vocabulary.
+  std::pair<std::vector<std::int64_t>, std::vector<std::string>> target_ids(
+      std::vector<std::string> const& targets) const {
+    std::vector<std::string> notes;
+    std::vector<std::int64_t> ids = pipeline_->target_ids(targets, notes);
+    return {std::move(ids), std::move(notes)};
+  }
+
   // Per text, HF's answer: its mask's predictions, or a list of them per mask.
-  py::object fill_mask(std::vector<std::string> const& texts, std::size_t top_k, std::size_t batch_size) const {
+  py::object fill_mask(std::vector<std::string> const& texts, std::size_t top_k, std::size_t batch_size,
+                       std::vector<std::int64_t> const& targets, std::optional<std::size_t> max_length,
+                       std::optional<std::string> const& truncation) const {
+    runtime::FillMaskOptions const options{top_k, targets, truncate(max_length, truncation)};
     return batched(texts, batch_size, [&](std::span<std::string const> part, runtime::TaskRun const& run) {
       runtime::JsonOut out = runtime::JsonOut::array();
-      for (auto const& masks : pipeline_->fill_mask(part, {.top_k = top_k}, run))
+      for (auto const& masks : pipeline_->fill_mask(part, options, run))
         out.push_back(runtime::fill_mask_answer_json(masks));
       return out;
     });
@@ -70,14 +82,16 @@ class Pipeline {
   // Per text (with pairs[i] as its pair where that is not None), its labels best first.
   py::object classify(std::vector<std::string> const& texts, std::vector<std::optional<std::string>> const& pairs,
                       std::optional<std::size_t> top_k, std::optional<std::string> const& function_to_apply,
-                      std::size_t batch_size) const {
+                      std::size_t batch_size, std::optional<std::size_t> max_length,
+                      std::optional<std::string> const& truncation) const {
     if (pairs.size() != texts.size()) {
       throw runtime::UsageError(std::to_string(texts.size()) + " texts but " + std::to_string(pairs.size()) +
                                 " text pairs");
     }
     std::vector<runtime::TextInput> inputs;
     for (std::size_t i = 0; i < texts.size(); ++i) inputs.push_back({texts[i], pairs[i]});
-    runtime::ClassifyOptions const options{.top_k = top_k, .function = score_function_of(function_to_apply)};
+    runtime::ClassifyOptions const options{
+        .top_k = top_k, .function = score_function_of(function_to_apply), .truncate = truncate(max_length, truncation)};
     return batched(inputs, batch_size, [&](std::span<runtime::TextInput const> part, runtime::TaskRun const& run) {
       runtime::JsonOut out = runtime::JsonOut::array();
       for (auto const& labels : pipeline_->classify(part, options, run)) out.push_back(runtime::labels_json(labels));
@@ -85,21 +99,35 @@ class Pipeline {
     });
   }
 
-  py::object ner(std::vector<std::string> const& texts, std::size_t batch_size) const {
+  // Per text, its entities; each text cut as HF's pipeline cuts it (model_max_length_cut).
+  py::object ner(std::vector<std::string> const& texts, std::size_t batch_size, std::string const& aggregation,
+                 std::vector<std::string> const& ignore_labels) const {
+    runtime::NerOptions options{.ignore_labels = ignore_labels, .truncate = pipeline_->model_max_length_cut()};
+    try {
+      options.aggregation = pipelines::parse_aggregation(aggregation);
+    } catch (Error const& e) {
+      throw runtime::UsageError(e.what());
+    }
     return batched(texts, batch_size, [&](std::span<std::string const> part, runtime::TaskRun const& run) {
       runtime::JsonOut out = runtime::JsonOut::array();
-      for (auto const& entities : pipeline_->ner(part, run)) out.push_back(runtime::entities_json(entities));
+      for (auto const& entities : pipeline_->ner(part, options, run)) out.push_back(runtime::entities_json(entities));
       return out;
     });
   }
 
-  py::object answer(std::string const& question, std::string const& context) const {
+  // The answers best first, as a list (HF's single-answer dict is pipelines.py's).
+  py::object answers(std::string const& question, std::string const& context, std::size_t top_k,
+                     std::size_t max_answer_len, bool handle_impossible_answer, bool align_to_words,
+                     std::optional<std::size_t> max_seq_len, std::optional<std::size_t> doc_stride) const {
+    runtime::AnswerOptions const options{top_k,          max_answer_len, handle_impossible_answer,
+                                         align_to_words, max_seq_len,    doc_stride};
     require_fork_safe(pipeline_->threads());
-    runtime::JsonOut out;
+    runtime::JsonOut out = runtime::JsonOut::array();
     {
       py::gil_scoped_release const unlocked;
       ScopedNativeTime const timed;
-      out = runtime::answer_json(pipeline_->answer(question, context, pipeline_->local_run()));
+      for (auto const& a : pipeline_->answers(question, context, options, pipeline_->local_run()))
+        out.push_back(runtime::answer_json(a));
     }
     return to_python(out);
   }
@@ -139,6 +167,22 @@ class Pipeline {
   std::vector<std::string> labels() const { return pipeline_->labels(); }
 
  private:
+  // HF's tokenizer truncation= and max_length= (pipeline::truncation's rules; unset both: no cut).
+  runtime::Truncate truncate(std::optional<std::size_t> max_length,
+                             std::optional<std::string> const& truncation) const {
+    std::optional<tokenizer::Truncation> strategy;
+    if (truncation) {
+      try {
+        strategy = tokenizer::parse_truncation(*truncation);
+      } catch (Error const& e) {
+        throw runtime::UsageError(std::string("truncation: ") + e.what());
+      }
+    }
+    // HF's tokenizer without a model_max_length takes a very large one (1e30): truncation alone cuts nothing.
+    if (strategy && !max_length && !pipeline_->tokenizer().model_max_length()) return {};
+    return pipeline_->truncation(strategy, max_length, "truncation", "max_length");
+  }
+
   // `per_batch(inputs, run)` over batches of batch_size inputs with the GIL released, each batch's run
   // numbering its texts from where the batch starts; the batches' results concatenated.
   template <class Item, class PerBatch>
@@ -168,11 +212,16 @@ void bind_pipeline(py::module_& m) {
                     std::string const&, std::string const&, int, std::int64_t>(),
            py::arg("task"), py::arg("model"), py::arg("tokenizer"), py::arg("backend"), py::arg("dtype"),
            py::arg("attention"), py::arg("threads"), py::arg("max_tokens"))
-      .def("fill_mask", &Pipeline::fill_mask, py::arg("texts"), py::arg("top_k"), py::arg("batch_size"))
+      .def("target_ids", &Pipeline::target_ids, py::arg("targets"))
+      .def("fill_mask", &Pipeline::fill_mask, py::arg("texts"), py::arg("top_k"), py::arg("batch_size"),
+           py::arg("targets"), py::arg("max_length"), py::arg("truncation"))
       .def("classify", &Pipeline::classify, py::arg("texts"), py::arg("pairs"), py::arg("top_k"),
-           py::arg("function_to_apply"), py::arg("batch_size"))
-      .def("ner", &Pipeline::ner, py::arg("texts"), py::arg("batch_size"))
-      .def("answer", &Pipeline::answer, py::arg("question"), py::arg("context"))
+           py::arg("function_to_apply"), py::arg("batch_size"), py::arg("max_length"), py::arg("truncation"))
+      .def("ner", &Pipeline::ner, py::arg("texts"), py::arg("batch_size"), py::arg("aggregation_strategy"),
+           py::arg("ignore_labels"))
+      .def("answers", &Pipeline::answers, py::arg("question"), py::arg("context"), py::arg("top_k"),
+           py::arg("max_answer_len"), py::arg("handle_impossible_answer"), py::arg("align_to_words"),
+           py::arg("max_seq_len"), py::arg("doc_stride"))
       .def("zero_shot", &Pipeline::zero_shot, py::arg("sequences"), py::arg("candidate_labels"),
            py::arg("hypothesis_template"), py::arg("multi_label"), py::arg("batch_size"))
       .def("rerank", &Pipeline::rerank, py::arg("query"), py::arg("passages"), py::arg("top_n"), py::arg("raw_scores"),

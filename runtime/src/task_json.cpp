@@ -27,6 +27,15 @@ JsonOut labels_json(std::vector<pipelines::LabelScore> const& labels) {
 JsonOut entities_json(std::vector<pipelines::Entity> const& entities) {
   JsonOut list = JsonOut::array();
   for (pipelines::Entity const& e : entities) {
+    if (e.index) {  // aggregation "none": HF's per-token entity
+      list.push_back({{"entity", e.entity_group},
+                      {"score", e.score},
+                      {"index", *e.index},
+                      {"word", e.word},
+                      {"start", e.start},
+                      {"end", e.end}});
+      continue;
+    }
     list.push_back(
         {{"entity_group", e.entity_group}, {"score", e.score}, {"word", e.word}, {"start", e.start}, {"end", e.end}});
   }

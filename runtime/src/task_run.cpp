@@ -86,6 +86,11 @@ tokenizer::Encoding encode_input(tokenizer::Tokenizer const& tokenizer, ModelCon
     refuse(InputError::Kind::kTokenizer, name, error.what());
   }
   require_run_bound(e.size(), name, limit);
+  require_in_vocabulary(e, config, name);
+  return e;
+}
+
+void require_in_vocabulary(tokenizer::Encoding const& e, ModelConfig const& config, std::string const& name) {
   for (std::size_t t = 0; t < e.size(); ++t) {
     std::int64_t const id = e.input_ids[t];
     if (id < 0 || id >= config.vocab_size) {
@@ -95,7 +100,6 @@ tokenizer::Encoding encode_input(tokenizer::Tokenizer const& tokenizer, ModelCon
                  "); is the tokenizer the checkpoint's own?");
     }
   }
-  return e;
 }
 
 Batch pack_sequences(std::vector<tokenizer::Encoding> const& sequences, ModelConfig const& config) {

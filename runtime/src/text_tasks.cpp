@@ -1,19 +1,17 @@
-// The tasks over one text per forward row: fill-mask, text classification (texts and pairs), token
-// classification and question answering. Each encodes its inputs with the run's names and bounds, runs
-// them through the run's HeadRunner and finishes the head's rows with the library's pipelines/ functions.
+// The tasks over one text per forward row: fill-mask, text classification (texts and pairs) and token
+// classification (question answering, which may take several windows per input, is answer_task.cpp). Each encodes its
+// inputs with the run's names and bounds, runs them through the run's HeadRunner and finishes the head's rows with the
+// library's pipelines/ functions.
 #include <algorithm>
 #include <string>
 
 #include "flashdeberta/core/error.hpp"
-#include "flashdeberta/pipelines/question_answering.hpp"
-#include "flashdeberta/pipelines/text_span.hpp"
 #include "flashdeberta/runtime/pipeline.hpp"
+#include "flashdeberta/tokenizer/unicode.hpp"
 
 namespace flashdeberta::runtime {
 
 namespace {
-
-bool blank(std::string const& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
 
 // Refuses a text whose fill-mask answer would write more than kMaxFillMaskAnswerTokens tokens: `masks`
 // masks of `predictions` predictions each, every one the text's `tokens` tokens decoded.
@@ -41,7 +39,7 @@ std::vector<MaskPredictions> Pipeline::fill_mask(std::span<std::string const> te
   std::vector<std::vector<std::size_t>> masks;  // per text, where its masks are
   std::vector<std::size_t> starts = {0};        // per text, its first token among all of them
   for (std::size_t i = 0; i < texts.size(); ++i) {
-    encodings.push_back(encode(texts[i], nullptr, run.names(i), run.limit));
+    encodings.push_back(encode(texts[i], nullptr, run.names(i), run.limit, options.truncate));
     std::vector<std::size_t> at;
     for (std::size_t t = 0; t < encodings.back().size(); ++t)
       if (encodings.back().input_ids[t] == mask_id) at.push_back(t);
@@ -50,7 +48,8 @@ std::vector<MaskPredictions> Pipeline::fill_mask(std::span<std::string const> te
                                                        ") in the text; fill-mask needs one");
     }
     // A top_k past the model's rows gives every row (pipelines::fill_mask).
-    std::size_t const predictions = std::min<std::size_t>(options.top_k, static_cast<std::size_t>(config_.vocab_size));
+    std::size_t const predictions = std::min<std::size_t>(
+        options.top_k, options.targets.empty() ? static_cast<std::size_t>(config_.vocab_size) : options.targets.size());
     require_fill_mask_answer(at.size(), predictions, encodings.back().size(), run.names(i));
     masks.push_back(std::move(at));
     starts.push_back(starts.back() + encodings.back().size());
@@ -76,9 +75,38 @@ std::vector<MaskPredictions> Pipeline::fill_mask(std::span<std::string const> te
   std::vector<MaskPredictions> results;
   for (std::size_t i = 0; i < texts.size(); ++i) {
     results.push_back(pipelines::fill_mask(encodings[i].input_ids, masks[i], rows[i], vocab, options.top_k,
-                                           tok.special_ids().pad, decode));
+                                           tok.special_ids().pad, decode, options.targets));
   }
   return results;
+}
+
+std::vector<std::int64_t> Pipeline::target_ids(std::span<std::string const> targets,
+                                               std::vector<std::string>& notes) const {
+  tokenizer::Tokenizer const& tok = *tokenizer_;
+  std::vector<std::int64_t> ids;
+  for (std::string const& target : targets) {
+    std::optional<std::int64_t> id = tok.token_to_id(target);  // HF: tokenizer.get_vocab().get(target)
+    if (!id) {
+      // HF: tokenizer(target, add_special_tokens=False, max_length=1, truncation=True)["input_ids"][0].
+      tokenizer::TokenList const pieces = tok.tokenize(target, "target", 1);
+      if (pieces.size() == 0) {
+        notes.push_back("The specified target token `" + target +
+                        "` does not exist in the model vocabulary. We cannot replace it with anything meaningful, "
+                        "ignoring it");
+        continue;
+      }
+      id = pieces.ids.front();
+      notes.push_back("The specified target token `" + target +
+                      "` does not exist in the model vocabulary. Replacing with `" + pieces.tokens.front() + "`.");
+    }
+    if (*id < 0 || *id >= config_.vocab_size) {
+      throw UsageError("fill-mask target '" + target + "' is token id " + std::to_string(*id) +
+                       ", outside the model's vocabulary (vocab_size " + std::to_string(config_.vocab_size) + ")");
+    }
+    if (std::find(ids.begin(), ids.end(), *id) == ids.end()) ids.push_back(*id);
+  }
+  if (ids.empty()) throw UsageError("At least one target must be provided when passed.");
+  return ids;
 }
 
 std::vector<std::vector<pipelines::LabelScore>> Pipeline::classify(std::span<TextInput const> inputs,
@@ -103,45 +131,34 @@ std::vector<std::vector<pipelines::LabelScore>> Pipeline::classify(std::span<Tex
   return results;
 }
 
-std::vector<std::vector<pipelines::Entity>> Pipeline::ner(std::span<std::string const> texts,
+std::vector<std::vector<pipelines::Entity>> Pipeline::ner(std::span<std::string const> texts, NerOptions const& options,
                                                           TaskRun const& run) const {
   tokenizer::Tokenizer const& tok = *tokenizer_;
   std::vector<tokenizer::Encoding> encodings;
   for (std::size_t i = 0; i < texts.size(); ++i)
-    encodings.push_back(encode(texts[i], nullptr, run.names(i), run.limit));
+    encodings.push_back(encode(texts[i], nullptr, run.names(i), run.limit, options.truncate));
   if (texts.empty()) return {};
   std::vector<std::size_t> const sizes = sequence_sizes(encodings);
   HeadOutput const out = run.forward(encodings);
   std::vector<std::vector<float>> const logits = rows_by_sequence(out["logits"], sizes);
-  auto const decode = [&](std::span<std::int64_t const> ids) { return tok.decode(ids); };
+  // HF joins an entity's tokens (or words) with convert_tokens_to_string.
+  auto const to_string = [&](std::span<std::string const> tokens) { return tok.tokens_to_string(tokens); };
   std::vector<std::vector<pipelines::Entity>> results;
   for (std::size_t i = 0; i < texts.size(); ++i) {
-    auto const predictions = pipelines::token_predictions(encodings[i], logits[i], labels_.size());
-    results.push_back(pipelines::group_entities_simple(encodings[i], predictions, labels_, decode));
+    auto predictions = pipelines::token_predictions(encodings[i], logits[i], labels_.size());
+    tokenizer::DecodedText const text = tokenizer::decode_utf8(texts[i], run.names(i));
+    auto const pre =
+        pipelines::gather_pre_entities(encodings[i], text.chars, std::move(predictions), tok.special_ids().unk);
+    results.push_back(pipelines::entities_of(pre, options.aggregation, labels_, options.ignore_labels, to_string));
   }
   return results;
 }
 
-Answer Pipeline::answer(std::string const& question, std::string const& context, TaskRun const& run) const {
-  std::string const name = run.names(0);
-  if (blank(question)) throw InputError(InputError::Kind::kInvalid, name + ": the question is empty");
-  if (blank(context)) throw InputError(InputError::Kind::kInvalid, name + ": the context is empty");
-  std::vector<tokenizer::Encoding> encodings = {encode(question, &context, name, run.limit)};
-  tokenizer::Encoding const& e = encodings.front();
-  if (e.size() > kMaxAnswerWindow) {
-    throw InputError(InputError::Kind::kTooLong,
-                     name + ": the question and context take " + std::to_string(e.size()) + " tokens, more than the " +
-                         std::to_string(kMaxAnswerWindow) +
-                         " of one window (HF's pipeline would split the context into overlapping windows, which is "
-                         "not done yet)");
-  }
-  std::size_t const sizes[] = {e.size()};
-  HeadOutput const out = run.forward(encodings);
-  std::vector<float> const start = rows_by_sequence(out["start_logits"], sizes).front();
-  std::vector<float> const end = rows_by_sequence(out["end_logits"], sizes).front();
-  auto const span = pipelines::best_answer_span(e, start, end, tokenizer_->special_ids().cls);
-  FLASHDEBERTA_REQUIRE(span.has_value(), name << ": the context has no token to answer with");
-  return Answer{span->score, span->start, span->end, pipelines::substr_code_points(context, span->start, span->end)};
+Truncate Pipeline::model_max_length_cut() const {
+  Truncate truncate;
+  std::optional<std::int64_t> const length = tokenizer_->model_max_length();
+  if (length && *length > 0) truncate.max_length = static_cast<std::size_t>(*length);
+  return truncate;
 }
 
 }  // namespace flashdeberta::runtime

@@ -1,7 +1,9 @@
 // HF's fill-mask pipeline after the model: for each mask token, the top_k tokens of the softmax over the
 // vocabulary, each with its score, the token's text and the input with the mask replaced by it (padding
 // removed; special tokens skipped when the input has a single mask, kept otherwise so the other masks
-// stay visible, as HF does).
+// stay visible, as HF does). With targets (HF's targets=, as ids: target_ids() resolves the strings), the
+// softmax is still over the whole vocabulary but only the targets compete for the top_k, which is capped
+// at their number.
 #pragma once
 
 #include <cstdint>
@@ -23,12 +25,14 @@ struct MaskPrediction {
 
 // `input_ids`: the encoded input; `mask_positions`: where its masks are, in order; `logits`:
 // (mask count, vocab) row-major, a row per mask. `decode(ids, skip_special_tokens)` is Tokenizer::decode.
-// Returns a list of predictions per mask.
+// `targets`: empty, or the only ids that may be predicted (each below vocab). Returns a list of predictions
+// per mask.
 template <class Decode>
 std::vector<std::vector<MaskPrediction>> fill_mask(std::span<std::int64_t const> input_ids,
                                                    std::span<std::size_t const> mask_positions,
                                                    std::span<float const> logits, std::size_t vocab, std::size_t k,
-                                                   std::int64_t pad_id, Decode&& decode) {
+                                                   std::int64_t pad_id, Decode&& decode,
+                                                   std::span<std::int64_t const> targets = {}) {
   FLASHDEBERTA_REQUIRE(
       vocab > 0 && logits.size() == mask_positions.size() * vocab,
       "fill-mask: " << logits.size() << " logits for " << mask_positions.size() << " masks of " << vocab << " tokens");
@@ -36,8 +40,20 @@ std::vector<std::vector<MaskPrediction>> fill_mask(std::span<std::int64_t const>
   std::vector<std::vector<MaskPrediction>> out;
   for (std::size_t m = 0; m < mask_positions.size(); ++m) {
     std::vector<float> const p = softmax(logits.subspan(m * vocab, vocab));
+    std::vector<std::int64_t> best;
+    if (targets.empty()) {
+      best = top_k(p, k);
+    } else {
+      std::vector<float> among;  // the targets' probabilities, in the targets' order
+      for (std::int64_t id : targets) {
+        FLASHDEBERTA_REQUIRE(id >= 0 && static_cast<std::size_t>(id) < vocab,
+                             "fill-mask: target id " << id << " is outside the model's " << vocab << " rows");
+        among.push_back(p[id]);
+      }
+      for (std::int64_t i : top_k(among, k)) best.push_back(targets[i]);
+    }
     std::vector<MaskPrediction> row;
-    for (std::int64_t id : top_k(p, k)) {
+    for (std::int64_t id : best) {
       std::vector<std::int64_t> filled;
       for (std::size_t t = 0; t < input_ids.size(); ++t) {
         std::int64_t const v = t == mask_positions[m] ? id : input_ids[t];

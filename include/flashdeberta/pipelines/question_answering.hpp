@@ -1,15 +1,17 @@
-// HF's question-answering pipeline after the model, for one window holding the question and the whole
-// context ([CLS] question [SEP] context [SEP]), with its defaults: top_k 1, max_answer_len 15, no
-// impossible answer, align_to_words.
+// HF's question-answering pipeline after the model (transformers 4.x QuestionAnsweringPipeline: its
+// select_starts_ends, decode_spans and get_indices), for one window ([CLS] question [SEP] part of the
+// context [SEP]; qa_windows.hpp cuts a long context into such windows and merges their answers):
 //
 //   start and end logits of every token that is neither in the context nor [CLS] are set to -10000; both
-//   are softmaxed over the window; [CLS]'s probabilities are then zeroed; the answer is the span
-//   start <= end < start + max_answer_len of context tokens with the largest start_p * end_p (the first
-//   in (start, end) order on a tie), and that product is its score. The characters run from the start of
-//   the word holding the start token to the end of the word holding the end token (code points of the
-//   context).
+//   are softmaxed over the window; the window's null score (the impossible answer's) is then start_p * end_p
+//   of position 0, whose probabilities are zeroed next. A span start <= end < start + max_answer_len scores
+//   start_p * end_p; the top_k best spans of context tokens are the window's answers, best first (equal
+//   scores in (start, end) order). With align_to_words its characters run from the start of the word holding
+//   the start token to the end of the word holding the end token (code points of the context), else from the
+//   start token's offset to the end token's.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -40,15 +42,30 @@ inline bool starts_word(tokenizer::Encoding const& e, std::size_t t) {
   return e.offsets[t].begin > e.offsets[t - 1].end;
 }
 
-// `start_logits`, `end_logits`: one per token of `e` (question then context, sequence ids 0 and 1).
-// nullopt when the context has no token.
-inline std::optional<AnswerSpan> best_answer_span(tokenizer::Encoding const& e, std::span<float const> start_logits,
-                                                  std::span<float const> end_logits, std::int64_t cls_id,
-                                                  std::size_t max_answer_len = 15) {
+// The context characters of a span (get_indices): widened to whole words of the window with align_to_words.
+inline void span_characters(tokenizer::Encoding const& e, AnswerSpan& span, bool align_to_words) {
+  std::size_t first = span.start_token;
+  std::size_t last = span.end_token;
+  if (align_to_words) {
+    while (!starts_word(e, first)) --first;
+    while (last + 1 < e.size() && e.sequence_ids[last + 1] == 1 && !starts_word(e, last + 1)) ++last;
+  }
+  span.start = e.offsets[first].begin;
+  span.end = e.offsets[last].end;
+}
+
+// One window's answers, best first: at most top_k spans of context tokens with a score above zero (HF's
+// decode_spans fills top_k from the zero-score spans too, in an order numpy leaves undefined; those are
+// left out). `null_score`, when given, receives the window's impossible-answer score.
+inline std::vector<AnswerSpan> window_answer_spans(tokenizer::Encoding const& e, std::span<float const> start_logits,
+                                                   std::span<float const> end_logits, std::int64_t cls_id,
+                                                   std::size_t top_k, std::size_t max_answer_len,
+                                                   bool align_to_words = true, float* null_score = nullptr) {
   std::size_t const n = e.size();
   FLASHDEBERTA_REQUIRE(start_logits.size() == n && end_logits.size() == n,
                        "question answering: " << start_logits.size() << " start and " << end_logits.size()
                                               << " end logits for " << n << " tokens");
+  FLASHDEBERTA_REQUIRE(max_answer_len >= 1, "question answering: max_answer_len must be at least 1, not 0");
   auto const context = [&](std::size_t t) {
     return e.sequence_ids[t] == 1 && (e.attention_mask.empty() || e.attention_mask[t] != 0);
   };
@@ -59,24 +76,38 @@ inline std::optional<AnswerSpan> best_answer_span(tokenizer::Encoding const& e, 
   }
   s = softmax(s);
   en = softmax(en);
-  s[0] = en[0] = 0.0f;
-  std::optional<AnswerSpan> best;
+  if (n > 0) {
+    if (null_score != nullptr) *null_score = s[0] * en[0];
+    s[0] = en[0] = 0.0f;
+  }
+  std::vector<AnswerSpan> spans;  // every candidate, in (start, end) order
   for (std::size_t a = 0; a < n; ++a) {
     if (!context(a)) continue;
     for (std::size_t b = a; b < n && b - a < max_answer_len; ++b) {
       if (!context(b)) break;
       float const score = s[a] * en[b];
-      if (!best || score > best->score) best = AnswerSpan{score, a, b, 0, 0};
+      if (score > 0.0f) spans.push_back(AnswerSpan{score, a, b, 0, 0});
     }
   }
-  if (!best) return best;
-  std::size_t first = best->start_token;
-  while (!starts_word(e, first)) --first;
-  std::size_t last = best->end_token;
-  while (last + 1 < n && e.sequence_ids[last + 1] == 1 && !starts_word(e, last + 1)) ++last;
-  best->start = e.offsets[first].begin;
-  best->end = e.offsets[last].end;
-  return best;
+  std::size_t const k = std::min(top_k, spans.size());
+  std::partial_sort(spans.begin(), spans.begin() + static_cast<std::ptrdiff_t>(k), spans.end(),
+                    [](AnswerSpan const& x, AnswerSpan const& y) {
+                      if (x.score != y.score) return x.score > y.score;
+                      return x.start_token != y.start_token ? x.start_token < y.start_token : x.end_token < y.end_token;
+                    });
+  spans.resize(k);
+  for (AnswerSpan& span : spans) span_characters(e, span, align_to_words);
+  return spans;
+}
+
+// The best span of one window with HF's defaults (top_k 1, align_to_words); nullopt when the context has no
+// token.
+inline std::optional<AnswerSpan> best_answer_span(tokenizer::Encoding const& e, std::span<float const> start_logits,
+                                                  std::span<float const> end_logits, std::int64_t cls_id,
+                                                  std::size_t max_answer_len = 15) {
+  auto spans = window_answer_spans(e, start_logits, end_logits, cls_id, 1, max_answer_len);
+  if (spans.empty()) return std::nullopt;
+  return spans.front();
 }
 
 }  // namespace flashdeberta::pipelines

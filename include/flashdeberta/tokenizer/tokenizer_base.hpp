@@ -217,6 +217,16 @@ class Tokenizer {
     return model_->decode(tokens, added);
   }
 
+  // HF's convert_tokens_to_string: token strings (an added token's content passes as it is) through the
+  // decoder. The token-classification pipeline joins its entities' words with it, so a string that is not
+  // a token (the text an unknown token covers) is taken as given too.
+  std::string tokens_to_string(std::span<std::string const> tokens) const {
+    std::vector<std::string> strings(tokens.begin(), tokens.end());
+    std::vector<bool> added;
+    for (std::string const& t : strings) added.push_back(by_content_.contains(t));
+    return model_->decode(strings, added);
+  }
+
   // decode() for ids a model produced: its output layer may have more rows than the tokenizer has tokens
   // (DeBERTa-v3: 128,100 against 128,001). Ids without a token are dropped, as HF's decode (the tokenizers
   // library) drops them.

@@ -18,9 +18,11 @@
 #include "flashdeberta/heads/head_kind.hpp"
 #include "flashdeberta/pipelines/embedding.hpp"
 #include "flashdeberta/pipelines/fill_mask.hpp"
+#include "flashdeberta/pipelines/qa_windows.hpp"
 #include "flashdeberta/pipelines/rerank.hpp"
 #include "flashdeberta/pipelines/text_classification.hpp"
 #include "flashdeberta/pipelines/token_classification.hpp"
+#include "flashdeberta/pipelines/word_aggregation.hpp"
 #include "flashdeberta/pipelines/zero_shot.hpp"
 #include "flashdeberta/runtime/loaded_model.hpp"
 #include "flashdeberta/runtime/options.hpp"
@@ -30,8 +32,8 @@
 
 namespace flashdeberta::runtime {
 
-// The longest question + context the question-answering task takes at once (HF's pipeline would split a
-// longer context into overlapping windows of this many tokens).
+// HF's question-answering max_seq_len when not given: min(the tokenizer's model_max_length, 384) tokens per
+// window of question + context; a longer context is split into overlapping windows (qa_windows.hpp).
 inline constexpr std::size_t kMaxAnswerWindow = 384;
 
 // fill-mask: per mask of a text, its predictions best first.
@@ -45,6 +47,8 @@ inline constexpr std::size_t kMaxFillMaskAnswerTokens = std::size_t{1} << 18;
 
 struct FillMaskOptions {
   std::size_t top_k = 5;
+  std::vector<std::int64_t> targets;  // HF's targets as ids (Pipeline::target_ids); empty: the whole vocabulary
+  Truncate truncate;                  // HF's tokenizer_kwargs truncation / max_length
 };
 
 struct ClassifyOptions {
@@ -53,11 +57,25 @@ struct ClassifyOptions {
   Truncate truncate;
 };
 
-struct Answer {
-  float score = 0.0f;
-  std::int64_t start = 0;  // code points of the context
-  std::int64_t end = 0;
-  std::string answer;  // that part of the context
+// token-classification: HF's aggregation_strategy and ignore_labels, and the cut of each text.
+struct NerOptions {
+  pipelines::Aggregation aggregation = pipelines::Aggregation::kSimple;
+  std::vector<std::string> ignore_labels = {"O"};
+  Truncate truncate;  // HF's pipeline cuts at the tokenizer's model_max_length (Pipeline::model_max_length_cut)
+};
+
+// question-answering: {score, start, end, answer}.
+using Answer = pipelines::ScoredAnswer;
+
+// HF's question-answering arguments (transformers 4.x; max_question_len only matters to HF's slow tokenizers,
+// so it has no counterpart here).
+struct AnswerOptions {
+  std::size_t top_k = 1;
+  std::size_t max_answer_len = 15;
+  bool handle_impossible_answer = false;
+  bool align_to_words = true;
+  std::optional<std::size_t> max_seq_len;  // unset: min(model_max_length, 384)
+  std::optional<std::size_t> doc_stride;   // unset: min(max_seq_len / 2, 128)
 };
 
 // The most candidate labels a zero-shot call takes by default: each label is one more (text, hypothesis) pair
@@ -129,12 +147,26 @@ class Pipeline {
   // write more than kMaxFillMaskAnswerTokens tokens is refused (InputError kTooLong) before any forward.
   std::vector<MaskPredictions> fill_mask(std::span<std::string const> texts, FillMaskOptions const& options,
                                          TaskRun const& run) const;
+  // HF's fill-mask targets as ids: a target that is a token of the vocabulary is its id, else the first token
+  // of its tokenization, and `notes` gets HF's warning about it (or about a target that makes no token, which
+  // is left out); ids in first-seen order without repeats. UsageError when no target is left.
+  std::vector<std::int64_t> target_ids(std::span<std::string const> targets, std::vector<std::string>& notes) const;
   // text-classification: per input, the labels best first (the top_k best when given).
   std::vector<std::vector<pipelines::LabelScore>> classify(std::span<TextInput const> inputs,
                                                            ClassifyOptions const& options, TaskRun const& run) const;
-  // token-classification with HF's "simple" aggregation: per text, its entities.
-  std::vector<std::vector<pipelines::Entity>> ner(std::span<std::string const> texts, TaskRun const& run) const;
-  // question-answering with HF's defaults (one answer of at most 15 tokens, widened to whole words).
+  // token-classification: per text, its entities (HF's "simple" aggregation by default).
+  std::vector<std::vector<pipelines::Entity>> ner(std::span<std::string const> texts, NerOptions const& options,
+                                                  TaskRun const& run) const;
+  std::vector<std::vector<pipelines::Entity>> ner(std::span<std::string const> texts, TaskRun const& run) const {
+    return ner(texts, NerOptions{}, run);
+  }
+  // The cut HF's token-classification pipeline makes: at the tokenizer's model_max_length when it has one.
+  Truncate model_max_length_cut() const;
+  // question-answering: the top_k answers best first (qa_windows.hpp), over as many windows as the context
+  // needs. UsageError for options HF refuses (top_k or max_answer_len 0, doc_stride above max_seq_len).
+  std::vector<Answer> answers(std::string const& question, std::string const& context, AnswerOptions const& options,
+                              TaskRun const& run) const;
+  // The best answer with HF's defaults (one answer of at most 15 tokens, widened to whole words).
   Answer answer(std::string const& question, std::string const& context, TaskRun const& run) const;
   // zero-shot-classification as HF's ZeroShotClassificationPipeline: each text paired with the hypothesis
   // of every candidate label; multi_label scores each label alone (softmax over contradiction and

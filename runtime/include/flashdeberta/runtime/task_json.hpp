@@ -22,7 +22,8 @@ JsonOut masks_json(MaskPredictions const& masks);
 JsonOut fill_mask_answer_json(MaskPredictions const& masks);
 // text-classification: [{"label", "score"}, ...] best first.
 JsonOut labels_json(std::vector<pipelines::LabelScore> const& labels);
-// token-classification: [{"entity_group", "score", "word", "start", "end"}, ...].
+// token-classification: [{"entity_group", "score", "word", "start", "end"}, ...]; with aggregation "none"
+// [{"entity", "score", "index", "word", "start", "end"}, ...].
 JsonOut entities_json(std::vector<pipelines::Entity> const& entities);
 // question-answering: {"score", "start", "end", "answer"}.
 JsonOut answer_json(Answer const& answer);

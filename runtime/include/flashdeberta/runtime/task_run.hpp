@@ -151,6 +151,10 @@ tokenizer::Encoding encode_input(tokenizer::Tokenizer const& tokenizer, ModelCon
                                  std::string const& text, std::string const* pair, std::string const& name,
                                  InputLimit const& limit, Truncate const& truncate = {});
 
+// Refuses (InputError kVocabulary), naming `name`, an encoding with a token id outside config's vocabulary
+// (the tokenizer is not the checkpoint's own).
+void require_in_vocabulary(tokenizer::Encoding const& e, ModelConfig const& config, std::string const& name);
+
 // Refuses (InputError kTooLong), naming `name`, a text of more than max_text_bytes(read.tokens) bytes.
 void require_text_bytes(std::size_t bytes, std::string const& name, TokenBound const& read);
 // The refusal of a text once tokenizing it stopped at `bound` (tokenizer::TokenLimitError).
