@@ -129,7 +129,9 @@ class PreTrainedModel(_native.ModelBase):
         """return_tensors: "np" (float32 numpy arrays, the default); "dlpack" (on CUDA the outputs stay in GPU
         memory, in the model's dtype, as DeviceArrays that torch.from_dlpack, cupy.from_dlpack or
         jax.dlpack.from_dlpack take without a copy; numpy arrays on the CPU); "pt" (torch tensors, through
-        DLPack on CUDA)."""
+        DLPack on CUDA). output_hidden_states=True adds HF's hidden_states: a tuple of num_hidden_layers + 1
+        [B, L, H] arrays, the embedding output first (gathered in host memory, also on CUDA; "pt" copies them to
+        the model's device). output_attentions=True is refused: the flash kernel never forms the probabilities."""
         # numpy is imported on the first call, not with the package, whose import it would take most of; once
         # imported, this is a dictionary lookup.
         import numpy as np
@@ -140,21 +142,34 @@ class PreTrainedModel(_native.ModelBase):
                 and (attention_mask is None or type(attention_mask) is np.ndarray)
                 and (token_type_ids is None or type(token_type_ids) is np.ndarray)):
             return _call(self._native, input_ids, attention_mask, token_type_ids, False)
+        hidden_states = bool(unused.pop("output_hidden_states", False))
+        if unused.pop("output_attentions", False):
+            raise ValueError("output_attentions=True: flashdeberta's attention never forms the L x L attention "
+                             "probabilities (the flash kernel keeps them in registers), so it cannot return them")
         if unused:
             unknown = [k for k in unused if k not in ("return_dict", "offset_mapping")]
             if unknown:
                 raise TypeError(f"unexpected argument(s) {', '.join(unknown)}: flashdeberta models take input_ids, "
-                                "attention_mask and token_type_ids")
+                                "attention_mask and token_type_ids (and output_hidden_states)")
         if input_ids is None:
             raise ValueError("input_ids is required")
-        # numpy arrays go to the binding as they are (the common case, and the cheapest); anything else
-        # (lists, torch CPU tensors) through np.asarray.
+        # numpy arrays go to the binding as they are (the common case, and the cheapest); torch tensors (on any
+        # device: `tokenizer(..., return_tensors="pt").to("cuda")` is how HF's users call a GPU model) through
+        # host memory, the ids being a few kilobytes; anything else (lists) through np.asarray.
+        def host_array(a):
+            if a is None or type(a) is np.ndarray:
+                return a
+            if hasattr(a, "detach") and hasattr(a, "cpu"):
+                return a.detach().cpu().numpy()
+            return np.asarray(a)
+
         try:
-            ids, mask, types = (a if a is None or type(a) is np.ndarray else np.asarray(a)
-                                for a in (input_ids, attention_mask, token_type_ids))
+            ids, mask, types = (host_array(a) for a in (input_ids, attention_mask, token_type_ids))
         except ValueError:  # the tokenizer's lists (its default output) of unpadded texts
             raise ValueError("the input rows have different lengths and make no [B, L] array: tokenize with "
                              "padding=True") from None
+        if hidden_states:
+            return self._with_hidden_states(ids, mask, types, return_tensors)
         if return_tensors == "np":
             return _call(self._native, ids, mask, types, False)
         if return_tensors not in ("dlpack", "pt"):
@@ -166,6 +181,22 @@ class PreTrainedModel(_native.ModelBase):
             convert = torch.from_dlpack if on_device else torch.from_numpy
             outputs = {name: convert(value) for name, value in outputs.items()}
         return outputs if isinstance(outputs, ModelOutput) else ModelOutput(outputs)
+
+    def _with_hidden_states(self, ids, mask, types, return_tensors):
+        """HF's output_hidden_states=True: the outputs, then hidden_states, a tuple of num_hidden_layers + 1
+        [B, L, H] arrays (the embedding output first, the last layer's last), computed in host memory."""
+        if return_tensors not in ("np", "dlpack", "pt"):
+            raise ValueError(f"return_tensors={return_tensors!r} is not one of 'np', 'dlpack', 'pt'")
+        raw = self._native.call_with_hidden_states(ids, mask, types)
+        states = tuple(raw[f"hidden_states.{k}"] for k in range(sum(1 for key in raw if key.startswith("hidden_"))))
+        out = ModelOutput({k: v for k, v in raw.items() if not k.startswith("hidden_states.")})
+        out["hidden_states"] = states
+        if return_tensors == "pt":
+            import torch  # only for this form of output
+            place = (lambda t: t.to("cuda")) if self.device == "cuda" else (lambda t: t)
+            out = ModelOutput({k: tuple(place(torch.from_numpy(a)) for a in v) if k == "hidden_states"
+                               else place(torch.from_numpy(v)) for k, v in out.items()})
+        return out
 
     def __repr__(self):
         return (f"flashdeberta.{type(self).__name__}({self.name_or_path!r}, head={self._native.head}, "

@@ -114,8 +114,10 @@ class Model {
   }
 
   // on_device: the outputs stay in GPU memory as DeviceArrays (DLPack), for a model on CUDA. input_ids is a
-  // numpy array; attention_mask and token_type_ids numpy arrays or None.
-  py::object call(py::handle input_ids, py::handle attention_mask, py::handle token_type_ids, bool on_device) const {
+  // numpy array; attention_mask and token_type_ids numpy arrays or None. hidden_states: HF's
+  // output_hidden_states, "hidden_states.0" .. "hidden_states.N" [B, L, H] beside the outputs (host memory).
+  py::object call(py::handle input_ids, py::handle attention_mask, py::handle token_type_ids, bool on_device,
+                  bool hidden_states = false) const {
     require_fork_safe(backend_->threads());
     check_positions(input_ids, "input_ids", max_tokens_);
     IntegerArray const ids = integer_array(input_ids, "input_ids");
@@ -149,14 +151,15 @@ class Model {
       runtime::check_against_head(input, head_);
       runtime::check_against_config(input, config_, config_source_);
       Batch const batch = runtime::to_batch(input, config_);
-      if (on_device) {
+      if (on_device && !hidden_states) {
         device_tensors = model_->forward_head_on_device(batch, input.shape);
         FLASHDEBERTA_REQUIRE(device_tensors.has_value(),
                              "outputs on the device need a model on CUDA (device='cuda'); "
                              "this one runs on "
                                  << description_);
       } else {
-        HeadOutput output = model_->forward_head(batch, std::nullopt);
+        HeadOutput output = hidden_states ? model_->forward_head_with_hidden_states(batch, std::nullopt)
+                                          : model_->forward_head(batch, std::nullopt);
         for (HostHeadTensor& t : output.tensors) tensors.push_back(to_padded(std::move(t), batch, input.shape));
       }
     }
@@ -227,6 +230,14 @@ void bind_model(py::module_& m) {
           },
           py::arg("input_ids"), py::arg("attention_mask") = py::none(), py::arg("token_type_ids") = py::none(),
           py::arg("on_device") = false)
+      .def(
+          "call_with_hidden_states",
+          [](Model const& self, py::array const& input_ids, std::optional<py::array> const& attention_mask,
+             std::optional<py::array> const& token_type_ids) {
+            return self.call(input_ids, attention_mask ? attention_mask->ptr() : Py_None,
+                             token_type_ids ? token_type_ids->ptr() : Py_None, false, true);
+          },
+          py::arg("input_ids"), py::arg("attention_mask") = py::none(), py::arg("token_type_ids") = py::none())
       .def_property_readonly("head", &Model::head)
       .def_property_readonly("config", &Model::config)
       .def_property_readonly("labels", &Model::labels)

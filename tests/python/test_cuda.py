@@ -51,6 +51,15 @@ def test_dlpack_outputs_stay_on_the_gpu_and_equal_the_host_copy(cuda, torch):
     assert pt.is_cuda and torch.equal(pt, tensor)
 
 
+def test_inputs_as_cuda_tensors_as_hf_users_pass_them(cuda, torch):
+    # model(**tokenizer(..., return_tensors="pt").to("cuda")): the ids come in as CUDA tensors.
+    expected, inputs = fixture_input(FIXTURES / "v3_left_pad")
+    model = cuda.AutoModel.from_pretrained(FIXTURES / "v3_left_pad", device="cuda")
+    host = model(**inputs)["last_hidden_state"]
+    on_gpu = {k: torch.from_numpy(np.ascontiguousarray(v)).to("cuda") for k, v in inputs.items()}
+    np.testing.assert_array_equal(model(**on_gpu)["last_hidden_state"], host)
+
+
 def test_dlpack_tensor_outlives_its_model(cuda, torch):
     expected, inputs = fixture_input(FIXTURES / "v3_c2p")
     model = cuda.AutoModel.from_pretrained(FIXTURES / "v3_c2p", device="cuda")

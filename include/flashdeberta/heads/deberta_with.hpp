@@ -75,6 +75,16 @@ class DebertaWith {
     return download_outputs(backbone_.policy(), forward(batch, request));
   }
 
+  // HF's output_hidden_states=True: the head's outputs on the last layer, and into `hidden_states` the
+  // backbone's num_layers + 1 states (DebertaModel::forward_hidden_states), in policy memory.
+  DeviceHeadOutput<P> forward(Batch const& batch, HeadRequest const& request,
+                              std::vector<HiddenStates<P>>& hidden_states) const {
+    hidden_states = backbone_.forward_hidden_states(batch);
+    FLASHDEBERTA_REQUIRE(!hidden_states.empty(), "forward needs at least one token");
+    return head_.forward(
+        HeadInput<P>{backbone_.policy(), batch, hidden_states.back(), backbone_.word_embeddings(), request});
+  }
+
  private:
   HeadType head_;
   Backbone backbone_;

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "flashdeberta/core/error.hpp"
 #include "flashdeberta/core/batch.hpp"
+#include "flashdeberta/core/error.hpp"
 
 namespace flashdeberta {
 
@@ -53,13 +53,18 @@ struct HeadOutput {
   }
 };
 
-// The backbone's packed (T, H) output as a head tensor named as HF names it.
-inline HostHeadTensor last_hidden_state_tensor(std::vector<float> packed, std::int64_t hidden_size) {
+// A packed (T, H) state of the backbone as a head tensor named `name` ("hidden_states.3").
+inline HostHeadTensor hidden_state_tensor(std::string name, std::vector<float> packed, std::int64_t hidden_size) {
   std::int64_t const tokens = hidden_size > 0 ? static_cast<std::int64_t>(packed.size()) / hidden_size : 0;
-  HostHeadTensor t{"last_hidden_state", HeadRows::kTokens, {}, tokens, hidden_size, false, std::move(packed)};
+  HostHeadTensor t{std::move(name), HeadRows::kTokens, {}, tokens, hidden_size, false, std::move(packed)};
   t.tokens.resize(static_cast<std::size_t>(tokens));
   std::iota(t.tokens.begin(), t.tokens.end(), std::int64_t{0});
   return t;
+}
+
+// The backbone's packed (T, H) output as a head tensor named as HF names it.
+inline HostHeadTensor last_hidden_state_tensor(std::vector<float> packed, std::int64_t hidden_size) {
+  return hidden_state_tensor("last_hidden_state", std::move(packed), hidden_size);
 }
 
 // A tensor laid out as HF returns it, float32, row-major.

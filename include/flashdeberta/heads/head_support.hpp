@@ -65,6 +65,18 @@ HeadOutput download_outputs(P const& policy, DeviceHeadOutput<P> const& device) 
   return host;
 }
 
+// HF's hidden_states (DebertaModel::forward_hidden_states) appended to `out` as "hidden_states.0" (the
+// embedding output) .. "hidden_states.N", packed (T, H) in host memory.
+template <ExecutionPolicy P>
+void append_hidden_states(P const& policy, std::vector<HiddenStates<P>> const& states, HeadOutput& out) {
+  for (std::size_t k = 0; k < states.size(); ++k) {
+    std::vector<float> host(static_cast<std::size_t>(states[k].tokens * states[k].hidden_size));
+    if (!host.empty()) policy.download(states[k].values, std::span<float>(host));
+    out.tensors.push_back(
+        hidden_state_tensor("hidden_states." + std::to_string(k), std::move(host), states[k].hidden_size));
+  }
+}
+
 // Reads head tensors by their HF names (no prefix). `head` names the head in messages
 // ("sequence-classification head").
 template <ExecutionPolicy P>

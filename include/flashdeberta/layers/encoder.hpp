@@ -41,15 +41,17 @@ class Encoder {
   }
 
   // The last layer's output; with `earlier_layers`, the outputs of layers 0 .. N-2 are moved there, in order
-  // (GLiNER's LayersFuser reads every layer).
+  // (GLiNER's LayersFuser reads every layer), preceded by the embedding output with `with_embedded` (HF's
+  // hidden_states[0]).
   typename P::Buffer forward(ForwardContext<P> const& ctx, typename P::Buffer embedded,
-                             std::vector<typename P::Buffer>* earlier_layers = nullptr) const {
+                             std::vector<typename P::Buffer>* earlier_layers = nullptr,
+                             bool with_embedded = false) const {
     typename P::Buffer x = std::move(embedded);
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       auto attended = layers_[l].attention.forward(ctx, x, relative_.get());
       auto y = layers_[l].feed_forward.forward(ctx, attended);
       if (l == 0 && conv_) y = conv_->forward(ctx, x, y);  // x is still the embedding output here
-      if (earlier_layers != nullptr && l > 0) earlier_layers->push_back(std::move(x));
+      if (earlier_layers != nullptr && (l > 0 || with_embedded)) earlier_layers->push_back(std::move(x));
       x = std::move(y);
     }
     return x;

@@ -122,20 +122,11 @@ class DebertaModel {
   }
 
   // The output of every layer, 1 .. num_layers (HF's hidden_states[1:]), each (T, H); the policy is fenced.
-  std::vector<HiddenStates<P>> forward_all_layers(Batch const& batch) const {
-    batch.validate(config_);
-    FLASHDEBERTA_REQUIRE(batch.batch_size() > 0, "forward needs at least one sequence");
-    require_forward_fits(policy_, estimate_forward_memory(batch), options_.max_forward_bytes);
-    ForwardContext<P> const ctx(policy_, batch, options_.attention);
-    std::vector<HiddenStates<P>> out;
-    if (ctx.tokens() == 0) return out;
-    std::vector<typename P::Buffer> earlier;
-    auto last = weights_.encoder.forward(ctx, weights_.embeddings.forward(ctx), &earlier);
-    policy_.fence();
-    for (auto& b : earlier) out.push_back({std::move(b), ctx.tokens(), config_.hidden_size});
-    out.push_back({std::move(last), ctx.tokens(), config_.hidden_size});
-    return out;
-  }
+  std::vector<HiddenStates<P>> forward_all_layers(Batch const& batch) const { return every_state(batch, false); }
+
+  // HF's output_hidden_states: the embedding output, then every layer's (num_layers + 1 states, the last one
+  // forward's), each (T, H); the policy is fenced.
+  std::vector<HiddenStates<P>> forward_hidden_states(Batch const& batch) const { return every_state(batch, true); }
 
   // The hidden states in host memory, packed (T, H).
   std::vector<float> forward_to_host(Batch const& batch) const {
@@ -146,6 +137,27 @@ class DebertaModel {
   }
 
  private:
+  std::vector<HiddenStates<P>> every_state(Batch const& batch, bool with_embedded) const {
+    batch.validate(config_);
+    FLASHDEBERTA_REQUIRE(batch.batch_size() > 0, "forward needs at least one sequence");
+    ForwardMemory memory = estimate_forward_memory(batch);
+    // Each state kept is (T, H) more than a forward holds at once.
+    std::int64_t const kept = (config_.num_layers + 1) * batch.total_tokens() * config_.hidden_size *
+                              static_cast<std::int64_t>(dtype_size(policy_.compute_dtype()));
+    memory.activations += kept;
+    memory.total += kept;
+    require_forward_fits(policy_, memory, options_.max_forward_bytes);
+    ForwardContext<P> const ctx(policy_, batch, options_.attention);
+    std::vector<HiddenStates<P>> out;
+    if (ctx.tokens() == 0) return out;
+    std::vector<typename P::Buffer> earlier;
+    auto last = weights_.encoder.forward(ctx, weights_.embeddings.forward(ctx), &earlier, with_embedded);
+    policy_.fence();
+    for (auto& b : earlier) out.push_back({std::move(b), ctx.tokens(), config_.hidden_size});
+    out.push_back({std::move(last), ctx.tokens(), config_.hidden_size});
+    return out;
+  }
+
   struct Weights {
     Weights(WeightLoader<P> const& w, ModelConfig const& c) : prefix(w.prefix()), embeddings(w, c), encoder(w, c) {}
     std::string prefix;

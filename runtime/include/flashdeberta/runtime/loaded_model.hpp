@@ -54,6 +54,10 @@ class LoadedModel {
   // The loaded head's outputs in host memory (HF's field names); last_hidden_state for the backbone alone.
   // `mask_token_id`: a masked LM computes the logits of the tokens with that id only.
   virtual HeadOutput forward_head(Batch const& batch, std::optional<std::int64_t> mask_token_id) const = 0;
+  // The same, with HF's output_hidden_states: "hidden_states.0" (the embedding output) .. "hidden_states.N"
+  // beside the head's outputs, from one forward.
+  virtual HeadOutput forward_head_with_hidden_states(Batch const& batch,
+                                                     std::optional<std::int64_t> mask_token_id) const = 0;
   // The forward pass to completion (the policy is fenced), its output discarded: what bench times.
   virtual void forward(Batch const& batch) const = 0;
   // The same, timed by the device, for backends whose work runs asynchronously on one (CUDA); nullopt

@@ -52,6 +52,15 @@ class TypedModel final : public LoadedModel {
     out.tensors.push_back(last_hidden_state_tensor(model_.forward_to_host(batch), model_.config().hidden_size));
     return out;
   }
+  HeadOutput forward_head_with_hidden_states(Batch const& batch, std::optional<std::int64_t>) const override {
+    std::vector<HiddenStates<P>> const states = model_.forward_hidden_states(batch);
+    HeadOutput out;
+    append_hidden_states(model_.policy(), states, out);
+    HostHeadTensor last = out.tensors.back();
+    last.name = "last_hidden_state";
+    out.tensors.insert(out.tensors.begin(), std::move(last));
+    return out;
+  }
   std::optional<DeviceRun> device_forward(Batch const& batch) const override {
     if constexpr (Device::kOnDevice) {
       return timer_.run(model_, batch);
@@ -91,6 +100,15 @@ class TypedHeadModel final : public LoadedModel {
   HeadOutput forward_head(Batch const& batch, std::optional<std::int64_t> mask_token_id) const override {
     return model_.forward_to_host(batch,
                                   mask_token_id ? HeadRequest::tokens_with_id(batch, *mask_token_id) : HeadRequest{});
+  }
+  HeadOutput forward_head_with_hidden_states(Batch const& batch,
+                                             std::optional<std::int64_t> mask_token_id) const override {
+    std::vector<HiddenStates<P>> states;
+    DeviceHeadOutput<P> const head = model_.forward(
+        batch, mask_token_id ? HeadRequest::tokens_with_id(batch, *mask_token_id) : HeadRequest{}, states);
+    HeadOutput out = download_outputs(model_.backbone().policy(), head);
+    append_hidden_states(model_.backbone().policy(), states, out);
+    return out;
   }
   std::optional<std::vector<DeviceTensor>> forward_head_on_device(
       Batch const& batch, std::vector<std::int64_t> const& input_shape) const override {
