@@ -19,6 +19,7 @@
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
 #define FLASHDEBERTA_X86_CONVERT 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -59,7 +60,11 @@ inline void half_to_float_n(std::byte const* src, float* out, std::size_t n) {
   static Convert const convert = [] {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) return Convert{&half_to_float_avx512};
-    if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) return Convert{&half_to_float_f16c};
+    // F16C through CPUID leaf 1 (ECX bit 29): clang does not know "f16c" as a __builtin_cpu_supports name.
+    // "avx" there covers the OS saving the YMM registers, which F16C's 256-bit form needs too.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    bool const f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+    if (f16c && __builtin_cpu_supports("avx")) return Convert{&half_to_float_f16c};
     return Convert{&half_to_float_portable};
   }();
   convert(src, out, n);
