@@ -141,9 +141,10 @@ class TextClassificationPipeline(Pipeline):
 
 
 class TokenClassificationPipeline(Pipeline):
-    def _call(self, inputs, batch_size=None, aggregation_strategy="simple", ignore_labels=None, stride=None):
-        """Entities of each text. aggregation_strategy (a str, any case, or HF's AggregationStrategy):
-        "none": every token, {"entity", "score", "index", "word", "start", "end"}; "simple": neighbouring tokens
+    def _call(self, inputs, batch_size=None, aggregation_strategy=None, ignore_labels=None, stride=None):
+        """Entities of each text. aggregation_strategy (a str, any case, or HF's AggregationStrategy; None is
+        HF's default, "none"): "none": every token, {"entity", "score", "index", "word", "start", "end"};
+        "simple" (what the CLI's ner and the server's /ner give): neighbouring tokens
         of one entity grouped, {"entity_group", "score", "word", "start", "end"}; "first", "average", "max":
         the same over whole words, each word labelled by its first token, its averaged scores or its best token.
         ignore_labels: the labels (entity groups) left out, default ["O"]. Each text is cut at the tokenizer's
@@ -151,6 +152,8 @@ class TokenClassificationPipeline(Pipeline):
         if stride is not None:
             raise ValueError("stride= (HF's overlapping windows over a text longer than model_max_length) is not "
                              "supported by flashdeberta's token-classification")
+        if aggregation_strategy is None:
+            aggregation_strategy = "none"
         strategy = str(getattr(aggregation_strategy, "value", aggregation_strategy))
         if ignore_labels is None:
             ignore_labels = ["O"]
@@ -289,7 +292,7 @@ def pipeline(task, model=None, tokenizer=None, *, device="cpu", dtype="float32",
       text-classification: top_k (not given: the best label alone, HF's legacy form; None: every label),
         return_all_scores (deprecated form of top_k=None), function_to_apply ("default", "sigmoid", "softmax",
         "none"), truncation and max_length (HF's tokenizer arguments: cut instead of refusing a long text).
-      token-classification: aggregation_strategy ("simple"; "none", "first", "average", "max"), ignore_labels
+      token-classification: aggregation_strategy ("none", HF's default; "simple", "first", "average", "max"), ignore_labels
         (["O"]); a text is cut at the tokenizer's model_max_length as HF cuts it.
       question-answering: top_k (1), max_answer_len (15), handle_impossible_answer (False), max_seq_len
         (min(model_max_length, 384)), doc_stride (min(max_seq_len // 2, 128)): a long context runs as

@@ -105,7 +105,7 @@ def test_token_classification_simple_still_matches_hf_and_none_is_per_token(fd):
 
 
 def test_token_classification_ignore_labels_and_refusals(fd):
-    ner = make_pipeline(fd, "ner", "ner")
+    ner = make_pipeline(fd, "ner", "ner", aggregation_strategy="simple")
     groups = {e["entity_group"] for e in ner(NER_TEXTS[1], ignore_labels=[])}
     dropped = sorted(groups)[0]
     assert dropped not in {e["entity_group"] for e in ner(NER_TEXTS[1], ignore_labels=[dropped])}

@@ -49,7 +49,9 @@ def test_question_answering_positional_and_refusals(fd):
     assert qa(question, context) == qa(question=question, context=context)
     assert qa({"question": question, "context": context}) == qa(question=question, context=context)
     ner = fd.pipeline("ner", model=PIPELINES / "ner", tokenizer=SPM, threads=1)
-    assert ner(TEXTS[0], aggregation_strategy="simple") == ner(TEXTS[0])
+    # HF's default is "none": every token on its own.
+    assert ner(TEXTS[0], aggregation_strategy="none") == ner(TEXTS[0]) != ner(TEXTS[0], aggregation_strategy="simple")
+    assert all("index" in entity for entity in ner(TEXTS[0]))
     # What HF has and flashdeberta does not is refused naming it (test_pipeline_arguments.py: what it has).
     with pytest.raises(ValueError, match="stride"):
         ner(TEXTS[0], aggregation_strategy="first", stride=8)

@@ -108,7 +108,7 @@ def test_token_classification_simple_aggregation(fd):
     assert doc["meta"]["pipeline_args"]["aggregation_strategy"] == "simple"
     texts = [c["input"]["text"] for c in doc["inputs"]]
     for task in ("token-classification", "ner"):
-        pipe = make_pipeline(fd, task, "ner", batch_size=8)
+        pipe = make_pipeline(fd, task, "ner", batch_size=8, aggregation_strategy="simple")
         for case in doc["inputs"]:
             assert_matches(pipe(case["input"]["text"]), case["output"], f"{task}: {case['input']['text']!r}")
         assert_matches(pipe(texts), [c["output"] for c in doc["inputs"]], f"{task}: list input")
