@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "flashdeberta/pipelines/pipelines.hpp"
+#include "hand_encoding.hpp"
 
 namespace fp = flashdeberta::pipelines;
 using flashdeberta::tokenizer::Encoding;
@@ -17,26 +18,6 @@ using flashdeberta::tokenizer::Span;
 namespace {
 
 std::string const kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's word mark
-
-// [CLS] tokens [SEP] of one text, or [CLS] q [SEP] context [SEP] when `context` is given.
-Encoding encoding_of(std::vector<std::string> const& a, std::vector<Span> const& a_offsets,
-                     std::vector<std::string> const& b = {}, std::vector<Span> const& b_offsets = {}) {
-  Encoding e;
-  auto add = [&](std::int64_t id, std::string token, Span span, std::int32_t seq) {
-    e.input_ids.push_back(id);
-    e.token_type_ids.push_back(seq == 1 ? 1 : 0);
-    e.attention_mask.push_back(1);
-    e.offsets.push_back(span);
-    e.tokens.push_back(std::move(token));
-    e.sequence_ids.push_back(seq);
-  };
-  add(1, "[CLS]", {}, -1);
-  for (std::size_t i = 0; i < a.size(); ++i) add(10 + static_cast<std::int64_t>(i), a[i], a_offsets[i], 0);
-  add(2, "[SEP]", {}, -1);
-  for (std::size_t i = 0; i < b.size(); ++i) add(50 + static_cast<std::int64_t>(i), b[i], b_offsets[i], 1);
-  if (!b.empty()) add(2, "[SEP]", {}, -1);
-  return e;
-}
 
 // Joins token strings as SentencePiece's decoder does (▁ -> space, the first one's dropped).
 std::string join(std::span<std::string const> tokens) {
@@ -51,8 +32,8 @@ std::string join(std::span<std::string const> tokens) {
 
 // Pre-entities of "Microsoft Corp went" as ▁Micro soft ▁Corp ▁went with per-token label probabilities.
 std::vector<fp::PreEntity> microsoft(std::vector<std::vector<float>> const& probabilities) {
-  Encoding const e =
-      encoding_of({kSpace + "Micro", "soft", kSpace + "Corp", kSpace + "went"}, {{0, 5}, {5, 9}, {10, 14}, {15, 19}});
+  Encoding const e = flashdeberta::test::hand_encoding({kSpace + "Micro", "soft", kSpace + "Corp", kSpace + "went"},
+                                                       {{0, 5}, {5, 9}, {10, 14}, {15, 19}});
   std::u32string const text = U"Microsoft Corp went";
   std::vector<fp::TokenPrediction> predictions;
   for (std::size_t t = 0; t < probabilities.size(); ++t) {
@@ -74,7 +55,7 @@ TEST_CASE("token classification: is_subword from the text around each token's st
   CHECK_FALSE(pre[2].is_subword);  // a space before "Corp"
   CHECK(pre[0].word == kSpace + "Micro");
   // An unknown token takes the text it covers as its word and always starts one.
-  Encoding e = encoding_of({"a", "[UNK]"}, {{0, 1}, {1, 3}});
+  Encoding e = flashdeberta::test::hand_encoding({"a", "[UNK]"}, {{0, 1}, {1, 3}});
   std::vector<fp::TokenPrediction> p = {{1, 0, 1.0f, {1.0f}}, {2, 0, 1.0f, {1.0f}}};
   e.input_ids[2] = 3;
   auto const unk = fp::gather_pre_entities(e, U"a\u00e9b", p, 3);
@@ -159,8 +140,8 @@ TEST_CASE("fill-mask targets: softmax over the vocabulary, only the targets rank
 
 TEST_CASE("question answering: top_k spans best first, the null score, align_to_words off") {
   // [CLS] ▁Who [SEP] ▁Sarah ▁Con nor [SEP]
-  Encoding const e =
-      encoding_of({kSpace + "Who"}, {{0, 3}}, {kSpace + "Sarah", kSpace + "Con", "nor"}, {{0, 5}, {5, 9}, {9, 12}});
+  Encoding const e = flashdeberta::test::hand_encoding(
+      {kSpace + "Who"}, {{0, 3}}, {kSpace + "Sarah", kSpace + "Con", "nor"}, {{0, 5}, {5, 9}, {9, 12}});
   std::vector<float> const start = {1.0f, 5.0f, 0.0f, 2.0f, 1.0f, 0.0f, 0.0f};
   std::vector<float> const end = {1.0f, 5.0f, 0.0f, 0.0f, 1.0f, 2.0f, 0.0f};
   float null = 0.0f;

@@ -7,34 +7,13 @@
 #include <vector>
 
 #include "flashdeberta/pipelines/pipelines.hpp"
+#include "hand_encoding.hpp"
 
 namespace fp = flashdeberta::pipelines;
 using flashdeberta::tokenizer::Encoding;
 using flashdeberta::tokenizer::Span;
 
 namespace {
-
-// [CLS] tokens... [SEP] (sequence 0), optionally followed by a second sequence and [SEP].
-Encoding make_encoding(std::vector<std::string> const& a, std::vector<Span> const& a_offsets,
-                       std::vector<std::string> const& b = {}, std::vector<Span> const& b_offsets = {}) {
-  Encoding e;
-  auto add = [&](std::int64_t id, std::string token, Span span, std::int32_t seq) {
-    e.input_ids.push_back(id);
-    e.token_type_ids.push_back(seq == 1 ? 1 : 0);
-    e.attention_mask.push_back(1);
-    e.offsets.push_back(span);
-    e.tokens.push_back(std::move(token));
-    e.sequence_ids.push_back(seq);
-  };
-  add(1, "[CLS]", {}, -1);
-  for (std::size_t i = 0; i < a.size(); ++i) add(10 + static_cast<std::int64_t>(i), a[i], a_offsets[i], 0);
-  add(2, "[SEP]", {}, -1);
-  if (!b.empty()) {
-    for (std::size_t i = 0; i < b.size(); ++i) add(50 + static_cast<std::int64_t>(i), b[i], b_offsets[i], 1);
-    add(2, "[SEP]", {}, -1);
-  }
-  return e;
-}
 
 std::string const kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's word mark
 
@@ -78,10 +57,10 @@ TEST_CASE("text classification: all labels, highest first, with sigmoid for mult
 TEST_CASE("token classification, simple aggregation: B-/I- grouping, O dropped, mean score, offsets") {
   std::vector<std::string> const labels = {"O", "B-PER", "I-PER", "B-LOC", "I-LOC", "MISC"};
   // Tokens: ▁Sarah ▁Con nor ▁went ▁to ▁New ▁York ▁Paris ▁X ▁Y
-  Encoding const e =
-      make_encoding({kSpace + "Sarah", kSpace + "Con", "nor", kSpace + "went", kSpace + "to", kSpace + "New",
-                     kSpace + "York", kSpace + "Paris", kSpace + "X", kSpace + "Y"},
-                    {{0, 5}, {5, 9}, {9, 12}, {12, 17}, {17, 20}, {20, 24}, {24, 29}, {29, 35}, {35, 37}, {37, 39}});
+  Encoding const e = flashdeberta::test::hand_encoding(
+      {kSpace + "Sarah", kSpace + "Con", "nor", kSpace + "went", kSpace + "to", kSpace + "New", kSpace + "York",
+       kSpace + "Paris", kSpace + "X", kSpace + "Y"},
+      {{0, 5}, {5, 9}, {9, 12}, {12, 17}, {17, 20}, {20, 24}, {24, 29}, {29, 35}, {35, 37}, {37, 39}});
   // label per token (CLS and SEP get logits too, and are skipped): B-PER I-PER I-PER O O B-LOC I-LOC B-LOC MISC MISC
   std::vector<int> const want = {1, 1, 2, 2, 0, 0, 3, 4, 3, 5, 5, 1};
   std::vector<float> logits;
@@ -117,7 +96,7 @@ TEST_CASE("token classification, simple aggregation: B-/I- grouping, O dropped, 
 
 TEST_CASE("token classification: an I- after O opens an entity, a tag change closes one") {
   std::vector<std::string> const labels = {"O", "I-PER", "I-LOC"};
-  Encoding const e = make_encoding({"a", "b", "c", "d"}, {{0, 1}, {1, 2}, {2, 3}, {3, 4}});
+  Encoding const e = flashdeberta::test::hand_encoding({"a", "b", "c", "d"}, {{0, 1}, {1, 2}, {2, 3}, {3, 4}});
   std::vector<fp::TokenPrediction> const p = {{1, 0, 0.9f}, {2, 1, 0.8f}, {3, 2, 0.7f}, {4, 2, 0.6f}};
   auto const groups = fp::group_entities_simple(e, p, labels, [](auto) { return std::string(); });
   REQUIRE(groups.size() == 2);
@@ -130,9 +109,9 @@ TEST_CASE("token classification: an I- after O opens an entity, a tag change clo
 
 TEST_CASE("question answering: context-only spans, [CLS] in the softmax, max_answer_len, whole words") {
   // [CLS] ▁Who ? [SEP] ▁Sarah ▁Con nor ▁went [SEP]
-  Encoding const e =
-      make_encoding({kSpace + "Who", "?"}, {{0, 3}, {3, 4}}, {kSpace + "Sarah", kSpace + "Con", "nor", kSpace + "went"},
-                    {{0, 5}, {5, 9}, {9, 12}, {12, 17}});
+  Encoding const e = flashdeberta::test::hand_encoding({kSpace + "Who", "?"}, {{0, 3}, {3, 4}},
+                                                       {kSpace + "Sarah", kSpace + "Con", "nor", kSpace + "went"},
+                                                       {{0, 5}, {5, 9}, {9, 12}, {12, 17}});
   REQUIRE(e.size() == 9);
   //                              CLS   Who  ?    SEP  Sarah Con  nor  went SEP
   std::vector<float> const start = {5.0f, 9.0f, 0.0f, 9.0f, 1.0f, 2.0f, 3.0f, 0.0f, 9.0f};

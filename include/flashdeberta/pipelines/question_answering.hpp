@@ -32,23 +32,13 @@ struct AnswerSpan {
   std::int64_t end = 0;
 };
 
-// Whether token t of `e` begins a word of its sequence, as HF's pre-tokenizers split words: the
-// sequence's first token, a SentencePiece piece starting with U+2581 or a byte-level BPE token starting
-// with U+0120 (the space marks), or a token that does not touch the previous one.
-inline bool starts_word(tokenizer::Encoding const& e, std::size_t t) {
-  if (t == 0 || e.sequence_ids[t - 1] != e.sequence_ids[t]) return true;
-  std::string_view const token = e.tokens[t];
-  if (token.starts_with("\xE2\x96\x81") || token.starts_with("\xC4\xA0")) return true;
-  return e.offsets[t].begin > e.offsets[t - 1].end;
-}
-
 // The context characters of a span (get_indices): widened to whole words of the window with align_to_words.
 inline void span_characters(tokenizer::Encoding const& e, AnswerSpan& span, bool align_to_words) {
   std::size_t first = span.start_token;
   std::size_t last = span.end_token;
   if (align_to_words) {
-    while (!starts_word(e, first)) --first;
-    while (last + 1 < e.size() && e.sequence_ids[last + 1] == 1 && !starts_word(e, last + 1)) ++last;
+    while (!tokenizer::starts_word(e, first)) --first;
+    while (last + 1 < e.size() && e.sequence_ids[last + 1] == 1 && !tokenizer::starts_word(e, last + 1)) ++last;
   }
   span.start = e.offsets[first].begin;
   span.end = e.offsets[last].end;

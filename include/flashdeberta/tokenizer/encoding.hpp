@@ -82,9 +82,20 @@ struct Encoding {
   std::vector<Span> offsets;
   std::vector<std::string> tokens;
   std::vector<std::int32_t> sequence_ids;  // 0: first text, 1: pair text, -1: special token or padding
+  // Each token's place among its text's pre-tokens (HF's words: a word starts at kFirst and at kAddedToken,
+  // and after an added token); kAddedToken for the special tokens and padding.
+  std::vector<PreTokenPosition> positions;
 
   std::size_t size() const { return input_ids.size(); }
 };
+
+// Whether token t of `e` starts a word of its sequence, as HF's word_ids count words: the sequence's first
+// token, the first token of a pre-token, an added token, or the token after one.
+inline bool starts_word(Encoding const& e, std::size_t t) {
+  if (t == 0 || e.sequence_ids[t - 1] != e.sequence_ids[t]) return true;
+  if (t >= e.positions.size()) return true;  // an encoding built without positions: every token its own word
+  return e.positions[t] != PreTokenPosition::kInside || e.positions[t - 1] == PreTokenPosition::kAddedToken;
+}
 
 enum class Truncation {
   kNone,          // HF's do_not_truncate: max_length only pads
@@ -330,33 +341,39 @@ inline void truncate_tokens(TokenList& a, TokenList* b, EncodeOptions const& opt
 inline Encoding build_encoding(TokenList const& a, TokenList const* b, SpecialIds const& specials,
                                bool add_special_tokens) {
   Encoding e;
-  auto add = [&](std::int64_t id, std::string const& token, Span span, std::int64_t type, std::int32_t seq) {
+  auto add = [&](std::int64_t id, std::string const& token, Span span, std::int64_t type, std::int32_t seq,
+                 PreTokenPosition position) {
     e.input_ids.push_back(id);
     e.token_type_ids.push_back(type);
     e.attention_mask.push_back(1);
     e.offsets.push_back(span);
     e.tokens.push_back(token);
     e.sequence_ids.push_back(seq);
+    e.positions.push_back(position);
   };
   auto add_list = [&](TokenList const& list, std::int64_t type, std::int32_t seq) {
-    for (std::size_t i = 0; i < list.size(); ++i) add(list.ids[i], list.tokens[i], list.offsets[i], type, seq);
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      PreTokenPosition const position = i < list.positions.size() ? list.positions[i] : PreTokenPosition::kFirst;
+      add(list.ids[i], list.tokens[i], list.offsets[i], type, seq, position);
+    }
   };
   if (specials.sequence_template) {
     for (TemplatePiece const& p : b ? specials.sequence_template->pair : specials.sequence_template->single) {
       if (p.sequence >= 0) {
         add_list(p.sequence == 0 ? a : *b, p.type_id, p.sequence);
       } else if (add_special_tokens) {
-        for (std::size_t k = 0; k < p.ids.size(); ++k) add(p.ids[k], p.tokens[k], {}, p.type_id, -1);
+        for (std::size_t k = 0; k < p.ids.size(); ++k)
+          add(p.ids[k], p.tokens[k], {}, p.type_id, -1, PreTokenPosition::kAddedToken);
       }
     }
     return e;
   }
-  if (add_special_tokens) add(specials.cls, specials.cls_token, {}, 0, -1);
+  if (add_special_tokens) add(specials.cls, specials.cls_token, {}, 0, -1, PreTokenPosition::kAddedToken);
   add_list(a, 0, 0);
-  if (add_special_tokens) add(specials.sep, specials.sep_token, {}, 0, -1);
+  if (add_special_tokens) add(specials.sep, specials.sep_token, {}, 0, -1, PreTokenPosition::kAddedToken);
   if (b != nullptr) {
     add_list(*b, 1, 1);
-    if (add_special_tokens) add(specials.sep, specials.sep_token, {}, 1, -1);
+    if (add_special_tokens) add(specials.sep, specials.sep_token, {}, 1, -1, PreTokenPosition::kAddedToken);
   }
   return e;
 }
@@ -380,6 +397,7 @@ inline void pad_batch(std::vector<Encoding>& rows, EncodeOptions const& options,
     r.offsets.resize(width, Span{});
     r.tokens.resize(width, specials.pad_token);
     r.sequence_ids.resize(width, -1);
+    r.positions.resize(width, PreTokenPosition::kAddedToken);
   }
 }
 
