@@ -60,6 +60,11 @@ if(FLASHDEBERTA_WITH_CUDA)
   find_package(CUDAToolkit REQUIRED)
 endif()
 
+if(FLASHDEBERTA_WITH_HDF5)
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(FLASHDEBERTA_HDF5 REQUIRED IMPORTED_TARGET hdf5)
+endif()
+
 if(FLASHDEBERTA_WITH_SENTENCEPIECE)
   find_package(PkgConfig REQUIRED)
   pkg_check_modules(FLASHDEBERTA_SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)

@@ -65,6 +65,17 @@ endif()
 option(FLASHDEBERTA_WITH_SENTENCEPIECE "Build the SentencePiece tokenizers (flashdeberta::tokenizers)"
        ${_flashdeberta_sentencepiece_default})
 
+# ZeroModels' Keras checkpoints (HDF5 weights, io/zeromodels.hpp): on by default when pkg-config finds libhdf5
+# (Debian: libhdf5-dev). Without it such a directory is refused with a message naming the package.
+set(_flashdeberta_hdf5_default OFF)
+if(PKG_CONFIG_FOUND)
+  pkg_check_modules(_flashdeberta_hdf5_probe QUIET hdf5)
+  if(_flashdeberta_hdf5_probe_FOUND)
+    set(_flashdeberta_hdf5_default ON)
+  endif()
+endif()
+option(FLASHDEBERTA_WITH_HDF5 "Read ZeroModels' Keras (HDF5) checkpoints through libhdf5" ${_flashdeberta_hdf5_default})
+
 # The Python package (python/, module flashdeberta): on by default when pybind11 (Debian's pybind11-dev) and
 # Python 3's headers are found. It is built for Debian's /usr/bin/python3 when that exists (the interpreter
 # Debian's pybind11 and numpy belong to), else for the first python3 on PATH; -DPython_EXECUTABLE=... picks

@@ -44,7 +44,7 @@ UBSAN_OPTIONS=print_stacktrace=1 LSAN_OPTIONS=suppressions="$root/tests/lsan.sup
   ctest --test-dir "$clang_build" --output-on-failure -j"$jobs"
 
 phase "libFuzzer: the parsers of untrusted input"
-bash "$root/tests/fuzz/run_fuzzers.sh" "$clang_build" "${FLASHDEBERTA_FUZZ_SECONDS:-20}"
+bash "$root/tests/fuzz/run_fuzzers.sh" "$clang_build" "${FLASHDEBERTA_FUZZ_SECONDS:-12}"
 phase "ThreadSanitizer: one model, head model and tokenizer shared by 8 threads"
 bash "$root/tests/concurrency/run_tsan.sh" "$root" "$build-tsan"
 echo "all test steps passed in ${SECONDS} s"

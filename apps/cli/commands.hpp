@@ -23,6 +23,8 @@ int zero_shot_command(std::span<char const* const> args);
 int rerank_command(std::span<char const* const> args);
 // GLiNER's zero-shot named entities (gliner_command.cpp), from a GLiNER model directory.
 int gliner_command(std::span<char const* const> args);
+// HF <-> ZeroModels checkpoint directories (convert_command.cpp, runtime/src/convert.cpp).
+int convert_command(std::span<char const* const> args);
 // flashdeberta serve (serve_command.cpp and server/): the HTTP server.
 int serve_command(std::span<char const* const> args);
 

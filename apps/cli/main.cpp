@@ -52,6 +52,8 @@ constexpr Command kCommands[] = {
      cli::zero_shot_command},
     {"rerank", "passages by relevance to a query (cross-encoders: one-label classification)", cli::rerank_command},
     {"gliner", "named entities of labels given at run time (GLiNER model directories)", cli::gliner_command},
+    {"convert", "a checkpoint directory into the other format: Hugging Face <-> ZeroModels (Keras)",
+     cli::convert_command},
     {"serve", "the checkpoint behind an HTTP endpoint with dynamic batching (TEI's routes)", cli::serve_command},
 };
 

@@ -120,7 +120,7 @@ int run_command(RunOptions const& o) {
   check_output_location(o.output);
 
   RunSummary summary;
-  std::string const config_source = (o.common.model / "config.json").string();
+  std::string const config_source = model_config_file(o.common.model).string();
   ModelConfig const config = read_model_config(o.common.model);
   summary.variant = std::string(variant_name(config));
   summary.head = resolve_head_kind(config, o.head, config_source);

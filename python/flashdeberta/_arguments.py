@@ -20,7 +20,7 @@ def checkpoint_path(path, what, must_exist=False):
     directory = os.fspath(path)
     if must_exist and not os.path.isdir(directory):
         raise OSError(f"{directory}: no such directory (a Hugging Face checkpoint directory with config.json "
-                      "and model.safetensors is expected)")
+                      "and model.safetensors, or a ZeroModels directory, is expected)")
     return directory
 
 

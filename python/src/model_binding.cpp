@@ -102,7 +102,8 @@ class Model {
     py::gil_scoped_release const unlocked;
     ScopedNativeTime const timed;
     config_ = runtime::read_model_config(options.model);
-    config_source_ = (options.model / "config.json").string();
+    config_source_ = model_config_file(options.model).string();
+    model_directory_ = options.model;
     require_head_supported(config_, head_, config_source_);
     backend_ = std::make_unique<runtime::Backend>(options);
     model_ = backend_->load(options.model, config_, head_);
@@ -175,10 +176,10 @@ class Model {
   }
 
   std::string head() const { return std::string(head_kind_name(head_)); }
-  // config.json as a dict in the file's order, read by the same strict reader as the model's config.
+  // config.json as a dict in the file's order, read by the same strict reader as the model's config (a ZeroModels
+  // directory's: the config.json HF would hold for it).
   py::object config() const {
-    io::MappedFile const file = io::MappedFile::open(config_source_);
-    std::string_view const text(reinterpret_cast<char const*>(file.bytes().data()), file.size());
+    std::string const text = model_config_json(model_directory_);
     return to_python(io::parse_json<runtime::JsonOut>(text, config_source_, "config"));
   }
   // id2label as the library reads it (HF's rule: id2label when present, else LABEL_<i> for num_labels).
@@ -188,6 +189,7 @@ class Model {
  private:
   ModelConfig config_;
   std::string config_source_;
+  std::filesystem::path model_directory_;
   HeadKind head_ = HeadKind::kBase;
   std::int64_t max_tokens_ = runtime::kDefaultMaxTokens;
   std::string description_;

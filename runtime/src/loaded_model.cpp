@@ -16,7 +16,7 @@ ModelConfig read_model_config(std::filesystem::path const& directory) {
   FLASHDEBERTA_REQUIRE_FILE(std::filesystem::is_directory(directory, ec),
                             "--model " << directory.string()
                                        << ": no such directory (a Hugging Face checkpoint directory "
-                                       << "with config.json and model.safetensors is expected)");
+                                       << "with config.json and model.safetensors, or a ZeroModels directory, is expected)");
   return load_model_config(directory);
 }
 

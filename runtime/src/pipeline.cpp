@@ -26,7 +26,7 @@ Pipeline::Pipeline(RuntimeOptions const& options, std::optional<std::filesystem:
                    HeadKind head, std::string_view task)
     : head_(head) {
   config_ = read_model_config(options.model);
-  config_path_ = options.model / "config.json";
+  config_path_ = model_config_file(options.model);
   HeadKind const found = head_kind_from_config(config_);
   if (found != head) {
     std::string names;

@@ -10,3 +10,11 @@ TEST_CASE("cuda: heads: HF fixtures through CudaPolicy in fp32") {
 TEST_CASE("cuda: heads: errors through CudaPolicy") {
   flashdeberta::testing::run_head_error_suite(flashdeberta::CudaPolicy{});
 }
+
+#if FLASHDEBERTA_WITH_HDF5
+#include "../heads/zeromodels_suite.hpp"
+
+TEST_CASE("cuda: heads: ZeroModels checkpoints through CudaPolicy in fp32") {
+  flashdeberta::testing::run_zeromodels_suite(flashdeberta::CudaPolicy{});
+}
+#endif

@@ -28,6 +28,8 @@ bin_dir=$build/tests/fuzz
 out_root=${FLASHDEBERTA_FUZZ_OUT:-$build/fuzz-out}
 timeout_s=${FLASHDEBERTA_FUZZ_TIMEOUT:-60}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=64}
+# Leaks of third-party libraries the targets cannot fix (libhdf5's error paths) are listed in tests/lsan.supp.
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$(cd "$(dirname "$0")/.." && pwd)/lsan.supp}
 
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then

@@ -1,6 +1,9 @@
 #include "flashdeberta/eigen/eigen_policy.hpp"
 #include "heads_bin_suite.hpp"
 #include "heads_suite.hpp"
+#if FLASHDEBERTA_WITH_HDF5
+#include "zeromodels_errors_suite.hpp"
+#endif
 
 TEST_CASE("heads: HF fixtures through EigenPolicy") {
   flashdeberta::testing::run_head_golden_suite(flashdeberta::EigenPolicy(2));
@@ -13,6 +16,16 @@ TEST_CASE("heads: errors through EigenPolicy") {
 TEST_CASE("heads: HF fixtures from pytorch_model.bin through EigenPolicy") {
   flashdeberta::testing::run_head_torch_bin_suite(flashdeberta::EigenPolicy(2));
 }
+
+#if FLASHDEBERTA_WITH_HDF5
+TEST_CASE("heads: ZeroModels checkpoints through EigenPolicy") {
+  flashdeberta::testing::run_zeromodels_suite(flashdeberta::EigenPolicy(2));
+}
+
+TEST_CASE("heads: malformed ZeroModels checkpoints through EigenPolicy") {
+  flashdeberta::testing::run_zeromodels_error_suite(flashdeberta::EigenPolicy(2));
+}
+#endif
 
 #if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
 namespace {

@@ -323,5 +323,24 @@ class EmbedRoute(unittest.TestCase):
                     self.assertEqual(server.stop(), 0)
 
 
+class ZeroModelsDirectory(unittest.TestCase):
+    def test_a_zeromodels_directory_serves_as_its_hf_conversion(self):
+        # ZeroModels' Keras files (tests/fixtures/zeromodels) behind the server: the same answers as the CLI on the
+        # HF directory `flashdeberta convert` makes of them.
+        zm = Path(__file__).resolve().parent.parent / "fixtures" / "zeromodels"
+        with tempfile.TemporaryDirectory() as work:
+            for name, route, body in (("v3_masked_lm", "/fill-mask", {"inputs": "a b [MASK] c", "top_k": 3}),
+                                      ("v3_seq_cls", "/predict", {"inputs": "a b c"})):
+                hf = Path(work) / name
+                done = subprocess.run([CLI, "convert", "--from", zm / name, "--to", hf], capture_output=True, text=True)
+                self.assertEqual(done.returncode, 0, done.stderr)
+                with Server(zm / name) as served, Server(hf) as reference:
+                    status, got = post(served, route, body)
+                    self.assertEqual(status, 200, got)
+                    self.assertEqual(got, post(reference, route, body)[1])
+                    status, info = request(served, "/info")
+                    self.assertEqual(status, 200, info)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

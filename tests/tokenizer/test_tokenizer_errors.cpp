@@ -8,6 +8,7 @@
 
 #include "fixture_cases.hpp"
 #include "flashdeberta/tokenizer/tokenizer.hpp"
+#include "text_contains.hpp"
 #include "tokenizer_test_util.hpp"
 
 using flashdeberta::test::error_message;
@@ -17,9 +18,7 @@ namespace tok = flashdeberta::tokenizer;
 
 namespace {
 
-bool contains(std::string const& haystack, std::string const& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using flashdeberta::testing::contains;
 
 // A copy of the BPE fixture whose `name` is replaced by `bytes`.
 std::string bpe_error_with(std::string const& name, std::string const& bytes) {

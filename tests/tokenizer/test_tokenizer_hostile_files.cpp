@@ -21,6 +21,7 @@
 
 #include "fixture_cases.hpp"
 #include "flashdeberta/tokenizer/tokenizer.hpp"
+#include "text_contains.hpp"
 #include "tokenizer_json_copy.hpp"
 #include "tokenizer_test_util.hpp"
 
@@ -31,9 +32,7 @@ namespace tok = flashdeberta::tokenizer;
 
 namespace {
 
-bool contains(std::string const& haystack, std::string const& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using flashdeberta::testing::contains;
 
 using Files = std::vector<std::pair<std::string, std::string>>;  // (name, bytes)
 

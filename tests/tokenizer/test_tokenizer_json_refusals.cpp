@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flashdeberta/tokenizer/tokenizer.hpp"
+#include "text_contains.hpp"
 #include "tokenizer_json_copy.hpp"
 
 using flashdeberta::test::TokenizerJsonCopy;
@@ -14,9 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-bool contains(std::string const& haystack, std::string const& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using flashdeberta::testing::contains;
 
 // The refusal of `name`'s tokenizer.json after `edit`: a FileError whose message names the file and holds `want`.
 void check_refused(std::string const& name, std::function<void(json&)> const& edit, std::string const& want) {

@@ -158,7 +158,8 @@ TEST_CASE("directories without a usable checkpoint") {
   CHECK(error_message([&] { Checkpoint::open(dir.path()); }) ==
         "checkpoint " + dir.path().string() +
             ": none of model.safetensors, model.safetensors.index.json, pytorch_model.bin, "
-            "pytorch_model.bin.index.json found (the directory holds: config.json, spm.model)");
+            "pytorch_model.bin.index.json (nor ZeroModels' zm_config.json or kf_config.json) found (the directory "
+            "holds: config.json, spm.model)");
   write_file(dir / "pytorch_model.bin", "PK");
   CHECK(error_message([&] { Checkpoint::open(dir.path()); }).find("pytorch_model.bin: not a torch.save file") !=
         std::string::npos);

@@ -23,7 +23,7 @@ using namespace std::string_literals;
 
 namespace {
 
-Json parse(std::string const& text) { return parse_json(text, "doc.json", "document"); }
+Json parse_doc(std::string const& text) { return parse_json(text, "doc.json", "document"); }
 
 // {"inputs": [{}, {}, ...]} with `n` objects, as a client sends a batch.
 std::string many_objects(int n) {
@@ -47,7 +47,7 @@ std::string many_added_tokens(int n) {
 std::pair<double, double> parse_seconds(std::string const& first, std::string const& second) {
   auto const time = [](std::string const& text) {
     auto const start = std::chrono::steady_clock::now();
-    Json const doc = parse(text);
+    Json const doc = parse_doc(text);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   std::pair<double, double> best{1e9, 1e9};
@@ -96,53 +96,53 @@ TEST_CASE("UTF-8: well-formed sequences pass, anything else is reported at its f
 
 TEST_CASE("a NUL byte is refused wherever it is, naming its offset") {
   // nlohmann stops at a NUL, so each of these parsed before, with everything after the NUL unread.
-  CHECK(error_message([] { parse("{\"a\": 1}\0garbage"s); }) ==
+  CHECK(error_message([] { parse_doc("{\"a\": 1}\0garbage"s); }) ==
         "doc.json: document has a NUL byte at offset 8; JSON text cannot contain one (the file is truncated, padded "
         "or not JSON)");
-  CHECK(error_message([] { parse("{\"a\": 1}\0"s); }).find("NUL byte at offset 8") != std::string::npos);
-  CHECK(error_message([] { parse("{\"a\": 1}\0\0\0\0"s); }).find("NUL byte at offset 8") != std::string::npos);
-  CHECK(error_message([] { parse("{\"a\": \"x\0y\"}"s); }).find("NUL byte at offset 8") != std::string::npos);
-  CHECK(error_message([] { parse("\0{}"s); }).find("NUL byte at offset 0") != std::string::npos);
+  CHECK(error_message([] { parse_doc("{\"a\": 1}\0"s); }).find("NUL byte at offset 8") != std::string::npos);
+  CHECK(error_message([] { parse_doc("{\"a\": 1}\0\0\0\0"s); }).find("NUL byte at offset 8") != std::string::npos);
+  CHECK(error_message([] { parse_doc("{\"a\": \"x\0y\"}"s); }).find("NUL byte at offset 8") != std::string::npos);
+  CHECK(error_message([] { parse_doc("\0{}"s); }).find("NUL byte at offset 0") != std::string::npos);
   // The escape \u0000 is JSON text without a NUL byte; the string value holds one.
-  CHECK(parse(R"({"a": "x\u0000y"})").at("a").get<std::string>() == "x\0y"s);
+  CHECK(parse_doc(R"({"a": "x\u0000y"})").at("a").get<std::string>() == "x\0y"s);
 }
 
 TEST_CASE("only whitespace may follow the value") {
-  CHECK(parse("{\"a\": 1}  \t\r\n").at("a") == 1);
-  CHECK(parse("  \n{\"a\": 1}").at("a") == 1);  // leading whitespace is JSON too
+  CHECK(parse_doc("{\"a\": 1}  \t\r\n").at("a") == 1);
+  CHECK(parse_doc("  \n{\"a\": 1}").at("a") == 1);  // leading whitespace is JSON too
   for (std::string const tail : {" garbage"s, "}"s, " {}"s, ","s, " 1"s, "//"s, "\x7f"s}) {
     CAPTURE(tail);
-    std::string const message = error_message([&] { parse("{\"a\": 1}" + tail); });
+    std::string const message = error_message([&] { parse_doc("{\"a\": 1}" + tail); });
     CHECK(message.rfind("doc.json: document is not valid JSON (", 0) == 0);
     CHECK(message.find("expected end of input") != std::string::npos);
   }
 }
 
 TEST_CASE("byte order marks and invalid UTF-8 are refused") {
-  CHECK(error_message([] { parse("\xEF\xBB\xBF{}"); }) ==
+  CHECK(error_message([] { parse_doc("\xEF\xBB\xBF{}"); }) ==
         "doc.json: document starts with a UTF-8 byte order mark, which JSON readers (Python's json, serde_json) "
         "refuse; save the file as UTF-8 without a BOM");
-  CHECK(error_message([] { parse("{\"a\": \"\xFF\"}"); }) ==
+  CHECK(error_message([] { parse_doc("{\"a\": \"\xFF\"}"); }) ==
         "doc.json: document is not valid UTF-8: byte 0xff at offset 7 does not start a well-formed UTF-8 sequence");
-  CHECK(error_message([] { parse("{\"\xED\xA0\x80\": 1}"); }).find("byte 0xed at offset 2") != std::string::npos);
-  CHECK(parse("{\"\xC3\xA9\": \"\xF0\x9D\x84\x9E\"}").at("\xC3\xA9") == "\xF0\x9D\x84\x9E");
+  CHECK(error_message([] { parse_doc("{\"\xED\xA0\x80\": 1}"); }).find("byte 0xed at offset 2") != std::string::npos);
+  CHECK(parse_doc("{\"\xC3\xA9\": \"\xF0\x9D\x84\x9E\"}").at("\xC3\xA9") == "\xF0\x9D\x84\x9E");
 }
 
 TEST_CASE("nesting deeper than 64 levels is refused") {
-  CHECK(parse(std::string(64, '[') + std::string(64, ']')).is_array());
-  CHECK(error_message([] { parse(std::string(100, '[') + std::string(100, ']')); }) ==
+  CHECK(parse_doc(std::string(64, '[') + std::string(64, ']')).is_array());
+  CHECK(error_message([] { parse_doc(std::string(100, '[') + std::string(100, ']')); }) ==
         "doc.json: document nests deeper than 64 levels");
 }
 
 TEST_CASE("duplicate keys are refused at any depth, naming the key and the object's path") {
-  CHECK(error_message([] { parse(R"({"a": 1, "b": 2, "a": 3})"); }) == "doc.json: document has duplicate key 'a'");
-  CHECK(error_message([] { parse(R"({"x": [0, {"k/~": {"a": 1, "a": 2}}]})"); }) ==
+  CHECK(error_message([] { parse_doc(R"({"a": 1, "b": 2, "a": 3})"); }) == "doc.json: document has duplicate key 'a'");
+  CHECK(error_message([] { parse_doc(R"({"x": [0, {"k/~": {"a": 1, "a": 2}}]})"); }) ==
         "doc.json: document has duplicate key 'a' in the object at /x/1/k~1~0");
-  CHECK(error_message([] { parse(R"([{}, {"a": {}, "a": []}])"); }) ==
+  CHECK(error_message([] { parse_doc(R"([{}, {"a": {}, "a": []}])"); }) ==
         "doc.json: document has duplicate key 'a' in the object at /1");
   // The same key in different objects is no duplicate; "\u0061" is "a".
-  CHECK(parse(R"({"a": {"a": {"a": 1}}, "b": [{"a": 1}, {"a": 2}]})").at("b").at(1).at("a") == 2);
-  CHECK(error_message([] { parse(R"({"a": 1, "\u0061": 2})"); }) == "doc.json: document has duplicate key 'a'");
+  CHECK(parse_doc(R"({"a": {"a": {"a": 1}}, "b": [{"a": 1}, {"a": 2}]})").at("b").at(1).at("a") == 2);
+  CHECK(error_message([] { parse_doc(R"({"a": 1, "\u0061": 2})"); }) == "doc.json: document has duplicate key 'a'");
   // ordered_json keeps the file's order and gets the same checks.
   using Ordered = nlohmann::ordered_json;
   Ordered const ordered = parse_json<Ordered>(R"({"z": 1, "a": {"y": [true, null]}, "m": 2.5})", "o.json", "doc");
@@ -154,27 +154,27 @@ TEST_CASE("duplicate keys are refused at any depth, naming the key and the objec
 }
 
 TEST_CASE("values arrive as nlohmann's own parser builds them, and syntax errors name the position") {
-  Json const doc = parse(R"({"i": -3, "u": 18446744073709551615, "f": 0.5, "s": "x", "t": true, "n": null,
+  Json const doc = parse_doc(R"({"i": -3, "u": 18446744073709551615, "f": 0.5, "s": "x", "t": true, "n": null,
                              "a": [[], {}, [1, [2]]], "o": {}})");
   CHECK(doc == Json::parse(R"({"i": -3, "u": 18446744073709551615, "f": 0.5, "s": "x", "t": true, "n": null,
                                "a": [[], {}, [1, [2]]], "o": {}})"));
   CHECK(doc.at("i").is_number_integer());
   CHECK(doc.at("u").is_number_unsigned());
-  CHECK(parse("7") == 7);
-  CHECK(parse("\"s\"") == "s");
-  std::string const message = error_message([] { parse("{\"a\": [1,\n 2,, 3]}"); });
+  CHECK(parse_doc("7") == 7);
+  CHECK(parse_doc("\"s\"") == "s");
+  std::string const message = error_message([] { parse_doc("{\"a\": [1,\n 2,, 3]}"); });
   CHECK(message.rfind("doc.json: document is not valid JSON (", 0) == 0);
   CHECK(message.find("parse error at line 2, column 4: syntax error") != std::string::npos);
-  CHECK(error_message([] { parse(""); }).find("doc.json: document is not valid JSON (") == 0);
-  CHECK(error_message([] { parse("1e999"); }).find("number overflow") != std::string::npos);
+  CHECK(error_message([] { parse_doc(""); }).find("doc.json: document is not valid JSON (") == 0);
+  CHECK(error_message([] { parse_doc("1e999"); }).find("number overflow") != std::string::npos);
 }
 
 TEST_CASE("many objects in one array or object parse in linear time") {
   // nlohmann's callback parser scanned the parent container after every object: 160,000 {} took 35 s and
   // 40,000 added_tokens_decoder entries 10 s. Here both take well under a second.
-  Json const body = parse(many_objects(160'000));
+  Json const body = parse_doc(many_objects(160'000));
   CHECK(body.at("inputs").size() == 160'000);
-  Json const config = parse(many_added_tokens(100'000));
+  Json const config = parse_doc(many_added_tokens(100'000));
   REQUIRE(config.at("added_tokens_decoder").size() == 100'000);
   CHECK(config.at("added_tokens_decoder").at("99999").at("content") == "[t99999]");
 

@@ -21,11 +21,11 @@ using namespace std::string_literals;
 
 namespace {
 
-SafetensorsFile parse(std::string const& image) {
+SafetensorsFile parse_image(std::string const& image) {
   return SafetensorsFile::parse(std::as_bytes(std::span<char const>(image.data(), image.size())), "mem");
 }
 std::string parse_error(std::string const& image) {
-  return error_message([&] { parse(image); });
+  return error_message([&] { parse_image(image); });
 }
 
 // An 8-byte little-endian header length.
@@ -73,8 +73,8 @@ TEST_CASE("the header must start with '{'") {
 
 TEST_CASE("after the header's object: whitespace (the writer's padding), nothing else") {
   std::string const header = tensors({{"a", 0, 8}});
-  CHECK(parse(safetensors_image(header + "      ", 8)).size() == 1);
-  CHECK(parse(safetensors_image(header + " \t\r\n", 8)).size() == 1);  // serde_json's whitespace set
+  CHECK(parse_image(safetensors_image(header + "      ", 8)).size() == 1);
+  CHECK(parse_image(safetensors_image(header + " \t\r\n", 8)).size() == 1);  // serde_json's whitespace set
   // A NUL must not end the parse there, leaving the rest of the header unread.
   std::string const nul_garbage = header + "\0garbage"s;
   CHECK(parse_error(safetensors_image(nul_garbage, 8)) ==
@@ -100,11 +100,11 @@ TEST_CASE("after the header's object: whitespace (the writer's padding), nothing
 
 TEST_CASE("the tensors tile the data section from byte 0 to the end of the file") {
   // Order in the header does not matter; offsets do. Empty tensors fit at any seam.
-  SafetensorsFile const ok = parse(safetensors_image(
+  SafetensorsFile const ok = parse_image(safetensors_image(
       tensors({{"b", 16, 32}, {"e", 16, 16}, {"a", 0, 16}, {"f", 32, 32}, {"g", 0, 0}, {"h", 16, 16}}), 32));
   CHECK(ok.size() == 6);
   CHECK(ok.info("b").bytes.data() == ok.info("a").bytes.data() + 16);
-  CHECK(parse(safetensors_image("{}", 0)).size() == 0);
+  CHECK(parse_image(safetensors_image("{}", 0)).size() == 0);
 
   CHECK(parse_error(safetensors_image(tensors({{"a", 8, 24}}), 24)) ==
         "mem: tensor 'a' (data_offsets [8, 24]) is the first in the data section but starts at byte 8, leaving a hole "
@@ -138,8 +138,8 @@ TEST_CASE("the tensors tile the data section from byte 0 to the end of the file"
 }
 
 TEST_CASE("__metadata__: null means none, as in the reference, and values must be strings") {
-  CHECK(parse(safetensors_image(R"({"__metadata__": null})", 0)).metadata().empty());
-  CHECK(parse(safetensors_image(R"({"__metadata__": {"format": "pt"}})", 0)).metadata().at("format") == "pt");
+  CHECK(parse_image(safetensors_image(R"({"__metadata__": null})", 0)).metadata().empty());
+  CHECK(parse_image(safetensors_image(R"({"__metadata__": {"format": "pt"}})", 0)).metadata().at("format") == "pt");
   CHECK(parse_error(safetensors_image(R"({"__metadata__": {"format": null}})", 0)) ==
         "mem: __metadata__ value of 'format' must be a string, found null");
   CHECK(parse_error(safetensors_image(R"({"__metadata__": {"a": "x", "a": "y"}})", 0))

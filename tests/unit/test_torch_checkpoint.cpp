@@ -175,7 +175,8 @@ TEST_CASE("Checkpoint::open prefers safetensors, then its index, then pytorch_mo
   TempDir empty;
   CHECK(error_message([&] { Checkpoint::open(empty.path()); })
             .find("none of model.safetensors, model.safetensors.index.json, pytorch_model.bin, "
-                  "pytorch_model.bin.index.json found") != std::string::npos);
+                  "pytorch_model.bin.index.json (nor ZeroModels' zm_config.json or kf_config.json) found") !=
+        std::string::npos);
 }
 
 TEST_CASE("a model loaded from pytorch_model.bin gives exactly the safetensors output") {

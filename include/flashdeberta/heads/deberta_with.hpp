@@ -38,7 +38,7 @@ class DebertaWith {
 
   static DebertaWith load(P policy, std::filesystem::path const& directory, ModelOptions options = {}) {
     ModelConfig config = load_model_config(directory);
-    std::string const source = (directory / "config.json").string();
+    std::string const source = model_config_file(directory).string();
     require_variant_accepts<V>(config, source);
     require_head_supported(config, HeadType::kKind, source);
     Checkpoint const checkpoint = Checkpoint::open(directory, options.checkpoint);

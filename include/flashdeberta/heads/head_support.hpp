@@ -14,6 +14,7 @@
 #include "flashdeberta/heads/head_kind.hpp"
 #include "flashdeberta/heads/head_output.hpp"
 #include "flashdeberta/io/checkpoint.hpp"
+#include "flashdeberta/io/config_json.hpp"
 #include "flashdeberta/model/deberta_model.hpp"
 
 namespace flashdeberta {
@@ -89,7 +90,7 @@ class HeadWeights {
 
   bool has(std::string const& name) const { return checkpoint_.contains(name); }
   // The checkpoint's config.json, for messages about what the config asks of the head.
-  std::string config_source() const { return (checkpoint_.directory() / "config.json").string(); }
+  std::string config_source() const { return model_config_file(checkpoint_.directory()).string(); }
   std::string const& head() const { return head_; }
 
   // `why` says where the required shape comes from, e.g. "num_labels = 3 from config.json".

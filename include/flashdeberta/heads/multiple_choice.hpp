@@ -46,7 +46,7 @@ class MultipleChoiceHead {
  private:
   // A v1 checkpoint is refused before any head tensor is read.
   static HeadWeights<P> checked_weights(P const& policy, Checkpoint const& checkpoint, ModelConfig const& c) {
-    require_head_supported(c, kKind, (checkpoint.directory() / "config.json").string());
+    require_head_supported(c, kKind, model_config_file(checkpoint.directory()).string());
     return HeadWeights<P>(policy, checkpoint, "multiple-choice head");
   }
 

@@ -1,5 +1,6 @@
 // A checkpoint directory as HF writes it: model.safetensors, model.safetensors.index.json plus its
-// shards, pytorch_model.bin, or pytorch_model.bin.index.json plus its shards (picked in that order).
+// shards, pytorch_model.bin, or pytorch_model.bin.index.json plus its shards (picked in that order); or
+// ZeroModels' Keras files where no config.json is (io/zeromodels.hpp), read under HF's names.
 // Gives name -> TensorInfo lookup over all files and float32 reads with a shape check against what
 // the config requires (spec section 7): converted into memory of the caller's, or lent straight from the
 // mapped file where the bytes are float32 already (mapped_f32), the mapping kept alive by whoever keeps them.
@@ -28,6 +29,7 @@
 #include "flashdeberta/io/regular_file.hpp"
 #include "flashdeberta/io/safetensors.hpp"
 #include "flashdeberta/io/torch_checkpoint.hpp"
+#include "flashdeberta/io/zeromodels.hpp"
 
 namespace flashdeberta {
 
@@ -38,8 +40,9 @@ using HostRanges = std::function<void(std::int64_t count, std::function<void(std
 namespace detail {
 
 // One file of a checkpoint. Every format exposes its tensors as TensorInfo views over memory it keeps
-// alive, so lookup, shape checks and dtype conversion above this are format-independent.
-using CheckpointFile = std::variant<SafetensorsFile, TorchFile>;
+// alive, so lookup, shape checks and dtype conversion above this are format-independent. A ZeroModels
+// directory is one TensorStore: its Keras variables read into HF's names and layouts.
+using CheckpointFile = std::variant<SafetensorsFile, TorchFile, TensorStore>;
 
 // torch.save files by the names HF and torch users give them.
 inline bool is_torch_file_name(std::filesystem::path const& path) {
@@ -236,6 +239,12 @@ class Checkpoint {
                                                      : "it is " + io::describe_file_status(status));
       });
     }
+    if (auto const zeromodels = io::zeromodels_directory_of(path)) {
+      ckpt.files_.emplace_back(io::read_zeromodels_tensors(*zeromodels));
+      for (auto const& [name, info] : detail::checkpoint_file_tensors(ckpt.files_.back()))
+        ckpt.entries_.emplace(name, Entry{&info, 0});
+      return ckpt;
+    }
     // safetensors first, as HF's from_pretrained prefers it. Any entry of the name counts as present, so that
     // a FIFO, a directory or a broken link there is reported as what it is rather than passed over.
     auto const present = [&](std::string const& name) {
@@ -255,7 +264,8 @@ class Checkpoint {
     detail::throw_error<FileError>([&](std::ostringstream& os) {
       os << "checkpoint " << path.string()
          << ": none of model.safetensors, model.safetensors.index.json, pytorch_model.bin, "
-            "pytorch_model.bin.index.json found (the directory holds: "
+            "pytorch_model.bin.index.json (nor ZeroModels' zm_config.json or kf_config.json) found (the directory "
+            "holds: "
          << detail::describe_directory(path) << ")";
     });
   }

@@ -23,6 +23,7 @@
 #include "flashdeberta/core/model_config.hpp"
 #include "flashdeberta/io/json.hpp"
 #include "flashdeberta/io/regular_file.hpp"
+#include "flashdeberta/io/zeromodels.hpp"
 
 namespace flashdeberta {
 
@@ -319,8 +320,26 @@ inline ModelConfig parse_model_config(std::string_view json_text, std::string co
   return c;
 }
 
-// `path` is a checkpoint directory holding config.json, or the JSON file itself.
+// The file a checkpoint directory's config comes from, for messages: config.json, or ZeroModels' zm_config.json /
+// kf_config.json where HF's is absent.
+inline std::filesystem::path model_config_file(std::filesystem::path const& directory) {
+  if (auto const zeromodels = io::zeromodels_directory_of(directory)) return zeromodels->config_file;
+  return directory / "config.json";
+}
+
+// The text of a checkpoint directory's config.json; for a ZeroModels directory, the config.json HF would hold for
+// the same model (io/zeromodels.hpp), which is what the model was built from.
+inline std::string model_config_json(std::filesystem::path const& directory) {
+  if (auto const zeromodels = io::zeromodels_directory_of(directory))
+    return io::zeromodels_hf_config(*zeromodels).dump(2);
+  return io::read_regular_file(directory / "config.json", "model config");
+}
+
+// `path` is a checkpoint directory holding config.json (or a ZeroModels directory: its config as HF would
+// write it, io/zeromodels.hpp), or the JSON file itself.
 inline ModelConfig load_model_config(std::filesystem::path const& path) {
+  if (auto const zeromodels = io::zeromodels_directory_of(path))
+    return parse_model_config(io::zeromodels_hf_config(*zeromodels).dump(), zeromodels->config_file.string());
   std::error_code ec;
   std::filesystem::path const file = std::filesystem::is_directory(path, ec) ? path / "config.json" : path;
   return parse_model_config(io::read_regular_file(file, "model config"), file.string());

@@ -63,7 +63,7 @@ class DebertaModel {
 
   static DebertaModel load(P policy, std::filesystem::path const& directory, ModelOptions options = {}) {
     ModelConfig config = load_model_config(directory);
-    require_variant_accepts<V>(config, (directory / "config.json").string());
+    require_variant_accepts<V>(config, model_config_file(directory).string());
     Checkpoint const checkpoint = Checkpoint::open(directory, options.checkpoint);
     return DebertaModel(std::move(policy), std::move(config), checkpoint, options);
   }

@@ -1,0 +1,120 @@
+// The roles of ZeroModels' layers (the layer names its model code gives them: "blocks_0_query_proj",
+// "lm_head_decoder", ...) and, for each, the HF tensors that hold the same variables; and the roles a Keras
+// path gives by itself. io/zeromodels_mapping.hpp assigns the roles.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "flashdeberta/core/error.hpp"
+
+namespace flashdeberta::io {
+
+enum class KerasLayout { kSame, kTransposed, kConvKernel };  // [in,out] -> [out,in]; (k,in,out) -> (out,in,k)
+
+namespace detail {
+
+struct RoleTarget {
+  std::string hf_module;  // "encoder.layer.0.attention.self.query_proj", "" for the v1 attention's own vars
+  std::vector<std::string> hf_leaves;                    // per Keras variable index: "weight", "bias", ...
+  KerasLayout kernel_layout = KerasLayout::kTransposed;  // of variable 0
+};
+
+// One role's HF tensors. `role` is ZeroModels' layer name.
+inline std::optional<RoleTarget> role_target(std::string const& role, std::string const& base) {
+  static std::regex const block(R"(blocks_(\d+)_(\w+))");
+  std::smatch m;
+  if (std::regex_match(role, m, block)) {
+    std::string const layer = base + "encoder.layer." + m[1].str() + ".";
+    std::string const part = m[2].str();
+    static std::map<std::string, std::string> const modules{{"query_proj", "attention.self.query_proj"},
+                                                            {"key_proj", "attention.self.key_proj"},
+                                                            {"value_proj", "attention.self.value_proj"},
+                                                            {"pos_key_proj", "attention.self.pos_key_proj"},
+                                                            {"pos_query_proj", "attention.self.pos_query_proj"},
+                                                            {"pos_q_proj", "attention.self.pos_q_proj"},
+                                                            {"attention_output_dense", "attention.output.dense"},
+                                                            {"intermediate_dense", "intermediate.dense"},
+                                                            {"output_dense", "output.dense"}};
+    if (auto it = modules.find(part); it != modules.end()) return RoleTarget{layer + it->second, {"weight", "bias"}};
+    if (part == "in_proj" || part == "pos_proj") return RoleTarget{layer + "attention.self." + part, {"weight"}};
+    if (part == "attention_self") return RoleTarget{layer + "attention.self", {"q_bias", "v_bias"}, KerasLayout::kSame};
+    if (part == "attention_output_layernorm")
+      return RoleTarget{layer + "attention.output.LayerNorm", {"weight", "bias"}, KerasLayout::kSame};
+    if (part == "output_layernorm")
+      return RoleTarget{layer + "output.LayerNorm", {"weight", "bias"}, KerasLayout::kSame};
+    return std::nullopt;
+  }
+  static std::map<std::string, RoleTarget> const fixed{
+      {"word_embeddings", {"embeddings.word_embeddings", {"weight"}, KerasLayout::kSame}},
+      {"embeddings_LayerNorm", {"embeddings.LayerNorm", {"weight", "bias"}, KerasLayout::kSame}},
+      {"rel_embeddings", {"encoder.rel_embeddings", {"weight"}, KerasLayout::kSame}},
+      {"rel_embeddings_layernorm", {"encoder.LayerNorm", {"weight", "bias"}, KerasLayout::kSame}},
+      {"conv", {"encoder.conv.conv", {"weight", "bias"}, KerasLayout::kConvKernel}},
+      {"conv_LayerNorm", {"encoder.conv.LayerNorm", {"weight", "bias"}, KerasLayout::kSame}},
+  };
+  if (auto it = fixed.find(role); it != fixed.end()) {
+    RoleTarget target = it->second;
+    target.hf_module = base + target.hf_module;
+    return target;
+  }
+  // The heads, in HF's legacy masked-LM layout with an untied decoder: ZeroModels' decoder is a Dense of its own.
+  static std::map<std::string, RoleTarget> const heads{
+      {"lm_head_dense", {"cls.predictions.transform.dense", {"weight", "bias"}}},
+      {"lm_head_layernorm", {"cls.predictions.transform.LayerNorm", {"weight", "bias"}, KerasLayout::kSame}},
+      {"lm_head_decoder", {"cls.predictions", {"decoder.weight", "bias"}}},
+      {"pooler_dense", {"pooler.dense", {"weight", "bias"}}},
+      {"classifier", {"classifier", {"weight", "bias"}}},
+      {"qa_outputs", {"qa_outputs", {"weight", "bias"}}},
+  };
+  if (auto it = heads.find(role); it != heads.end()) return it->second;
+  return std::nullopt;
+}
+
+inline std::vector<std::string> split_path(std::string const& path) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    std::size_t const slash = path.find('/', start);
+    parts.push_back(path.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return parts;
+}
+
+// "dense_4" -> 4, "dense" -> 0 for class "dense"; nullopt for another class.
+inline std::optional<std::int64_t> counter_of(std::string const& group, std::string const& cls) {
+  if (group == cls) return 0;
+  if (!group.starts_with(cls + "_")) return std::nullopt;
+  std::string const digits = group.substr(cls.size() + 1);
+  if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  return std::stoll(digits);
+}
+
+// The role a path alone gives (custom layers' sublayers), or "" for a plain Dense / LayerNormalization.
+inline std::string role_from_path(std::vector<std::string> const& parts) {
+  // parts end with "vars"; the layer is the one before, its parent before that.
+  std::string const layer = parts.size() >= 2 ? parts[parts.size() - 2] : "";
+  std::string const parent = parts.size() >= 3 ? parts[parts.size() - 3] : "";
+  static std::regex const attention(R"(deberta(_v2)?_disentangled_self_attention(_(\d+))?)");
+  std::smatch m;
+  if (std::regex_match(parent, m, attention)) return "blocks_" + (m[3].matched ? m[3].str() : "0") + "_" + layer;
+  if (std::regex_match(layer, m, attention)) return "blocks_" + (m[3].matched ? m[3].str() : "0") + "_attention_self";
+  if (layer == "word_embeddings") return "word_embeddings";
+  if (layer == "layer_norm" && parent.ends_with("conv_layer")) return "conv_LayerNorm";
+  if (layer == "layer_norm" && parent.ends_with("embeddings")) return "embeddings_LayerNorm";
+  if (layer == "conv" && parent.ends_with("conv_layer")) return "conv";
+  if (counter_of(layer, "deberta_v2_relative_embedding") || counter_of(layer, "deberta_relative_embedding"))
+    return "rel_embeddings";
+  return "";
+}
+
+}  // namespace detail
+
+}  // namespace flashdeberta::io

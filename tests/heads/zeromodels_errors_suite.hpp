@@ -1,0 +1,166 @@
+// ZeroModels checkpoints that are not what they should be, each refused with one error that names the file and
+// what is wrong: made from the fixtures by editing copies with libhdf5 itself (a dataset deleted, added, retyped,
+// names stripped as Keras < 3.6 wrote them, dimensions declared beyond the file) or by cutting the file.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <hdf5.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "../scratch_dir.hpp"
+#include "zeromodels_suite.hpp"
+
+namespace flashdeberta::testing {
+
+// Opens `file` read-write, runs `edit(file_id)`, closes it.
+template <class Edit>
+void edit_hdf5(std::filesystem::path const& file, Edit&& edit) {
+  hid_t const id = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  REQUIRE(id >= 0);
+  edit(id);
+  REQUIRE(H5Fclose(id) >= 0);
+}
+
+// Deletes every `name` attribute of every vars group, as files written before Keras 3.6 lack them.
+inline void strip_layer_names(hid_t file) {
+  auto const visit = [](hid_t object, char const* name, H5O_info_t const*, void*) -> herr_t {
+    std::string const path(name);
+    if (path == "vars" || path.ends_with("/vars")) {
+      if (H5Aexists_by_name(object, name, "name", H5P_DEFAULT) > 0)
+        H5Adelete_by_name(object, name, "name", H5P_DEFAULT);
+    }
+    return 0;
+  };
+  REQUIRE(H5Ovisit(file, H5_INDEX_NAME, H5_ITER_INC, visit, nullptr) >= 0);
+}
+
+// A float dataset of `dims` at `path` (groups created), its storage allocated late, so never written: the file
+// then declares it without holding its bytes.
+inline void add_dataset(hid_t file, std::string const& path, std::vector<hsize_t> const& dims,
+                        hid_t type = H5T_IEEE_F32LE, bool write = true) {
+  hid_t const links = H5Pcreate(H5P_LINK_CREATE);
+  H5Pset_create_intermediate_group(links, 1);
+  hid_t const space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  hid_t const dataset = H5Dcreate2(file, path.c_str(), type, space, links, H5P_DEFAULT, H5P_DEFAULT);
+  REQUIRE(dataset >= 0);
+  if (write) {
+    std::size_t count = 1;
+    for (hsize_t d : dims) count *= d;
+    std::vector<std::byte> zeros(count * H5Tget_size(type));
+    H5Dwrite(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, zeros.data());
+  }
+  H5Dclose(dataset);
+  H5Sclose(space);
+  H5Pclose(links);
+}
+
+inline std::string load_error(std::filesystem::path const& dir) {
+  try {
+    ModelConfig const config = load_model_config(dir);
+    Checkpoint const checkpoint = Checkpoint::open(dir);
+    return "loaded (" + std::to_string(checkpoint.size()) + " tensors)";
+  } catch (Error const& e) {
+    return e.what();
+  }
+}
+
+// The load fails, and its message contains `needle`.
+inline void check_refused(std::filesystem::path const& dir, std::string const& needle) {
+  std::string const message = load_error(dir);
+  MESSAGE("refused: " << message);
+  CHECK(message.find(needle) != std::string::npos);
+}
+
+template <ExecutionPolicy P>
+void run_zeromodels_error_suite(P const& policy) {
+  std::filesystem::path const fixtures = zeromodels_fixture_dir();
+  auto const copy_of = [&](char const* name, char const* tag) {
+    auto scratch = std::make_unique<ScratchDir>(tag);
+    scratch->copy_from(fixtures / name);
+    return scratch;
+  };
+
+  SUBCASE("files written before Keras 3.6 (no layer names) map through the build-order counters") {
+    for (char const* name : {"v1_base", "v2_base", "v3_seq_cls", "v2_multiple_choice", "v3_qa", "v3_token_cls"}) {
+      auto const dir = copy_of(name, "zm_unnamed");
+      edit_hdf5(dir->path() / "model.weights.h5", strip_layer_names);
+      std::filesystem::copy_file(fixtures / name / "expected.safetensors", dir->path() / "expected.safetensors",
+                                 std::filesystem::copy_options::overwrite_existing);
+      INFO("fixture " << std::string(name) << " without layer names");
+      check_zeromodels_fixture(policy, dir->path());
+    }
+  }
+
+  SUBCASE("a file that is not HDF5, or cut short") {
+    auto const dir = copy_of("v3_base", "zm_truncated");
+    std::filesystem::path const file = dir->path() / "model.weights.h5";
+    std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);
+    check_refused(dir->path(), ("model.weights.h5: not a readable HDF5 file"));
+    std::ofstream(file, std::ios::trunc) << "{\"not\": \"hdf5\"}";
+    check_refused(dir->path(), ("model.weights.h5: not an HDF5 file (15 bytes"));
+  }
+
+  SUBCASE("a missing, an extra or a misshapen variable") {
+    auto const missing = copy_of("v3_base", "zm_missing");
+    edit_hdf5(missing->path() / "model.weights.h5",
+              [](hid_t f) { REQUIRE(H5Ldelete(f, "layers/dense_4/vars/1", H5P_DEFAULT) >= 0); });
+    check_refused(missing->path(), ("'/layers/dense_4/vars' (layer 'blocks_1_intermediate_dense') holds 1 variables, "
+                                    "expected vars/0..1"));
+    auto const gone = copy_of("v3_base", "zm_gone");
+    edit_hdf5(gone->path() / "model.weights.h5",
+              [](hid_t f) { REQUIRE(H5Ldelete(f, "layers/dense_4", H5P_DEFAULT) >= 0); });
+    check_refused(gone->path(), ("layer 'blocks_1_intermediate_dense' is missing"));
+    auto const extra = copy_of("v3_base", "zm_extra");
+    edit_hdf5(extra->path() / "model.weights.h5", [](hid_t f) { add_dataset(f, "layers/dense_4/vars/2", {64}); });
+    check_refused(extra->path(), ("holds 3 variables, expected vars/0..1"));
+    auto const stray = copy_of("v3_base", "zm_stray");
+    edit_hdf5(stray->path() / "model.weights.h5", [](hid_t f) { add_dataset(f, "layers/mystery/vars/0", {4}); });
+    check_refused(stray->path(), ("'/layers/mystery/vars' is not a layer of ZeroModels' DeBERTa"));
+    auto const shape = copy_of("v3_base", "zm_shape");
+    std::string config = io::read_regular_file(shape->path() / "zm_config.json", "config");
+    config.replace(config.find("\"mlp_dim\": 64"), 13, "\"mlp_dim\": 48");
+    shape->write("zm_config.json", config);
+    check_refused(shape->path(), ("'layers/dense_1/vars/0' (layer 'blocks_0_intermediate_dense', variable 0) has shape "
+                                  "[32, 64]; "));
+  }
+
+  SUBCASE("a dtype Keras does not write, and dimensions declared beyond the file") {
+    auto const dtype = copy_of("v3_base", "zm_dtype");
+    edit_hdf5(dtype->path() / "model.weights.h5", [](hid_t f) {
+      REQUIRE(H5Ldelete(f, "layers/dense_4/vars/1", H5P_DEFAULT) >= 0);
+      add_dataset(f, "layers/dense_4/vars/1", {64}, H5T_STD_I32LE);
+    });
+    check_refused(dtype->path(),
+                  ("dataset 'layers/dense_4/vars/1': an integer type of 4 bytes; Keras weights are float16"));
+    auto const huge = copy_of("v3_base", "zm_huge");
+    edit_hdf5(huge->path() / "model.weights.h5", [](hid_t f) {
+      REQUIRE(H5Ldelete(f, "layers/dense_4/vars/1", H5P_DEFAULT) >= 0);
+      add_dataset(f, "layers/dense_4/vars/1", {1u << 30, 1u << 30}, H5T_IEEE_F32LE, false);
+    });
+    check_refused(huge->path(), ("dataset 'layers/dense_4/vars/1': declared dimensions exceed what the file's"));
+  }
+
+  SUBCASE("a sharded index naming a missing shard, or a shard holding what the index does not give it") {
+    auto const dir = copy_of("v3_sharded", "zm_shards");
+    std::filesystem::remove(dir->path() / "model_00003.weights.h5");
+    check_refused(dir->path(), ("names shard 'model_00003.weights.h5', which does not exist"));
+    auto const moved = copy_of("v3_sharded", "zm_moved");
+    std::string index = io::read_regular_file(moved->path() / "model.weights.json", "index");
+    std::size_t const at = index.find("\"/layers/dense_1/vars\"");
+    REQUIRE(at != std::string::npos);
+    index.replace(index.find("model_00002", at), 11, "model_00004");
+    moved->write("model.weights.json", index);
+    check_refused(moved->path(), ("does not map '/layers/dense_1/vars' to this shard"));
+  }
+
+  SUBCASE("a head the file does not hold is refused naming the one it holds") {
+    CHECK_THROWS_WITH_AS(DebertaV3ForSequenceClassification<P>::load(policy, fixtures / "v3_qa"),
+                         doctest::Contains("sequence-classification"), Error);
+  }
+}
+
+}  // namespace flashdeberta::testing
