@@ -63,9 +63,14 @@ fuzz_one() {
   args=(-max_total_time="$seconds" -max_len=1048576 -rss_limit_mb=512 -malloc_limit_mb=512 -timeout="$timeout_s"
         -print_final_stats=1 -artifact_prefix="$out/")
   if [ -f "$here/$name.dict" ]; then args+=(-dict="$here/$name.dict"); fi
+  # <name>.options: what one target runs with beside the common flags, as shell assignments: FUZZ_FLAGS (libFuzzer
+  # flags, after the common ones, so they win) and ASAN_EXTRA (appended to ASAN_OPTIONS).
+  local FUZZ_FLAGS="" ASAN_EXTRA=""
+  # shellcheck disable=SC1090 # the file is the target's
+  if [ -f "$here/$name.options" ]; then source "$here/$name.options"; fi
   # shellcheck disable=SC2206 # word splitting wanted: several flags in one variable
-  args+=(${FLASHDEBERTA_FUZZ_ARGS:-})
-  TMPDIR=$work/tmp "$exe" "${args[@]}" "$work/corpus" >"$log" 2>&1
+  args+=($FUZZ_FLAGS ${FLASHDEBERTA_FUZZ_ARGS:-})
+  TMPDIR=$work/tmp ASAN_OPTIONS="$ASAN_OPTIONS${ASAN_EXTRA:+:$ASAN_EXTRA}" "$exe" "${args[@]}" "$work/corpus" >"$log" 2>&1
   rc=$?
   corpus=$(find "$work/corpus" -type f | wc -l)
   rm -rf "$work"

@@ -1,6 +1,7 @@
-// ZeroModels checkpoints that are not what they should be, each refused with one error that names the file and
-// what is wrong: made from the fixtures by editing copies with libhdf5 itself (a dataset deleted, added, retyped,
-// names stripped as Keras < 3.6 wrote them, dimensions declared beyond the file) or by cutting the file.
+// ZeroModels checkpoints other than the fixtures' float32 files of Keras >= 3.6, made from the fixtures by editing
+// copies with libhdf5 itself: layer names stripped as Keras < 3.6 wrote them, float16 and bfloat16 weights as
+// Keras stores them; and files that are not what they should be (a dataset deleted, added, retyped, dimensions
+// declared beyond the file, the file cut short), each refused with one error naming the file and what is wrong.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -15,6 +16,15 @@
 #include "zeromodels_suite.hpp"
 
 namespace flashdeberta::testing {
+
+// An HDF5 file open read-write for the length of a scope.
+struct Hdf5TestFile {
+  explicit Hdf5TestFile(std::filesystem::path const& file) : id(H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)) {
+    REQUIRE(id >= 0);
+  }
+  ~Hdf5TestFile() { H5Fclose(id); }
+  hid_t id;
+};
 
 // Opens `file` read-write, runs `edit(file_id)`, closes it.
 template <class Edit>
@@ -75,6 +85,55 @@ inline void check_refused(std::filesystem::path const& dir, std::string const& n
   CHECK(message.find(needle) != std::string::npos);
 }
 
+// Rewrites every dataset of `file` in `dtype` (kF16: IEEE half as h5py writes numpy's float16; kBF16: Keras' 2-byte
+// opaque type marked with the attribute dtype="bfloat16"), the values rounded from the float32 ones.
+inline void retype_datasets(std::filesystem::path const& file, DType dtype) {
+  Hdf5TestFile const h5(file);
+  std::vector<std::string> paths;
+  auto const collect = [](hid_t, char const* name, H5O_info_t const* info, void* out) -> herr_t {
+    if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(out)->push_back(name);
+    return 0;
+  };
+  REQUIRE(H5Ovisit(h5.id, H5_INDEX_NAME, H5_ITER_INC, collect, &paths) >= 0);
+  for (std::string const& path : paths) {
+    hid_t const old = H5Dopen2(h5.id, path.c_str(), H5P_DEFAULT);
+    hid_t const space = H5Dget_space(old);
+    std::vector<float> values(static_cast<std::size_t>(H5Sget_simple_extent_npoints(space)));
+    REQUIRE(H5Dread(old, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) >= 0);
+    H5Dclose(old);
+    REQUIRE(H5Ldelete(h5.id, path.c_str(), H5P_DEFAULT) >= 0);
+    std::vector<std::uint16_t> bits;
+    for (float v : values) bits.push_back(dtype == DType::kF16 ? float_to_half(v) : float_to_bfloat16(v));
+    hid_t type = -1;
+    if (dtype == DType::kF16) {
+      type = H5Tcopy(H5T_IEEE_F32LE);
+      H5Tset_fields(type, 15, 10, 5, 0, 10);
+      H5Tset_size(type, 2);
+      H5Tset_ebias(type, 15);
+    } else {
+      type = H5Tcreate(H5T_OPAQUE, 2);
+      H5Tset_tag(type, "bfloat16");
+    }
+    hid_t const created = H5Dcreate2(h5.id, path.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(created >= 0);
+    REQUIRE(H5Dwrite(created, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bits.data()) >= 0);
+    if (dtype == DType::kBF16) {
+      hid_t const text = H5Tcopy(H5T_C_S1);
+      H5Tset_size(text, H5T_VARIABLE);
+      hid_t const scalar = H5Screate(H5S_SCALAR);
+      hid_t const attribute = H5Acreate2(created, "dtype", text, scalar, H5P_DEFAULT, H5P_DEFAULT);
+      char const* mark = "bfloat16";
+      REQUIRE(H5Awrite(attribute, text, &mark) >= 0);
+      H5Aclose(attribute);
+      H5Sclose(scalar);
+      H5Tclose(text);
+    }
+    H5Dclose(created);
+    H5Tclose(type);
+    H5Sclose(space);
+  }
+}
+
 template <ExecutionPolicy P>
 void run_zeromodels_error_suite(P const& policy) {
   std::filesystem::path const fixtures = zeromodels_fixture_dir();
@@ -92,6 +151,31 @@ void run_zeromodels_error_suite(P const& policy) {
                                  std::filesystem::copy_options::overwrite_existing);
       INFO("fixture " << std::string(name) << " without layer names");
       check_zeromodels_fixture(policy, dir->path());
+    }
+  }
+
+  SUBCASE("float16 and bfloat16 weights, as Keras stores them, read as the float32 values rounded") {
+    for (DType dtype : {DType::kF16, DType::kBF16}) {
+      auto const dir = copy_of("v3_seq_cls", "zm_dtype16");
+      retype_datasets(dir->path() / "model.weights.h5", dtype);
+      Checkpoint const original = Checkpoint::open(fixtures / "v3_seq_cls");
+      Checkpoint const rounded = Checkpoint::open(dir->path());
+      REQUIRE(rounded.names() == original.names());
+      for (std::string const& name : original.names()) {
+        INFO(dtype_name(dtype) << " " << name);
+        CHECK(rounded.info(name).dtype == dtype);
+        std::vector<float> const exact = original.read_f32(name, original.info(name).shape);
+        std::vector<float> const got = rounded.read_f32(name, rounded.info(name).shape);
+        bool same = got.size() == exact.size();
+        for (std::size_t i = 0; same && i < got.size(); ++i) {
+          float const want = dtype == DType::kF16 ? half_to_float(float_to_half(exact[i]))
+                                                  : bfloat16_to_float(float_to_bfloat16(exact[i]));
+          same = got[i] == want;
+        }
+        CHECK(same);
+      }
+      auto const model = DebertaV3ForSequenceClassification<P>::load(policy, dir->path());
+      CHECK(model.head().labels().size() == 3);
     }
   }
 
