@@ -188,6 +188,19 @@ void run_zeromodels_error_suite(P const& policy) {
     check_refused(dir->path(), ("model.weights.h5: not an HDF5 file (15 bytes"));
   }
 
+  SUBCASE("a global heap whose objects do not advance, on which libhdf5 would loop forever") {
+    auto const dir = copy_of("v3_base", "zm_heap");
+    std::filesystem::path const file = dir->path() / "model.weights.h5";
+    std::string bytes = io::read_regular_file(file, "weights");
+    std::size_t const heap = bytes.find(std::string("GCOL\x01\0\0\0", 8));
+    REQUIRE(heap != std::string::npos);                 // the layer names live there
+    bytes.replace(heap + 16, 2, std::string(2, '\0'));  // the first object becomes free space ...
+    bytes.replace(heap + 24, 8, std::string(8, '\0'));  // ... of 0 bytes
+    dir->write("model.weights.h5", bytes);
+    check_refused(dir->path(), "model.weights.h5: the global heap collection at byte " + std::to_string(heap) +
+                                   " holds an object of 0 bytes that does not fit it");
+  }
+
   SUBCASE("a missing, an extra or a misshapen variable") {
     auto const missing = copy_of("v3_base", "zm_missing");
     edit_hdf5(missing->path() / "model.weights.h5",

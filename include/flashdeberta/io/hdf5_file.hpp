@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,6 +33,7 @@
 
 #include "flashdeberta/core/dtype.hpp"
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/io/mapped_file.hpp"
 #include "flashdeberta/io/regular_file.hpp"
 
 namespace flashdeberta::io {
@@ -118,6 +120,52 @@ inline char const* type_class_name(H5T_class_t type_class) {
   }
 }
 
+// libhdf5 1.10 decodes a global heap collection (where variable-length strings such as Keras' layer names live) by
+// stepping from object to object by their declared sizes, and loops forever on a size that does not advance
+// (H5HG__cache_heap_deserialize). Every collection in the file ("GCOL", version 1, 8-byte lengths as h5py writes)
+// is walked here first, with the same steps, and one whose objects do not tile it is refused.
+inline void require_sound_global_heaps(std::span<std::byte const> bytes, std::string const& source) {
+  auto const u64 = [&](std::size_t at) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, bytes.data() + at, 8);
+    return v;
+  };
+  std::string_view const text(reinterpret_cast<char const*>(bytes.data()), bytes.size());
+  for (std::size_t at = text.find("GCOL"); at != std::string_view::npos; at = text.find("GCOL", at + 1)) {
+    // Version 1 and three reserved zero bytes: anything else is not a collection libhdf5 would decode.
+    if (bytes.size() - at < 16 || text.substr(at + 4, 4) != std::string_view("\x01\0\0\0", 4)) continue;
+    std::uint64_t const size = u64(at + 8);
+    FLASHDEBERTA_REQUIRE(size >= 16 && size <= bytes.size() - at, source << ": the global heap collection at byte "
+                                                                         << at << " declares " << size
+                                                                         << " bytes, beyond the file's end");
+    std::size_t p = at + 16;
+    std::size_t const end = at + static_cast<std::size_t>(size);
+    while (p < end && end - p >= 16) {  // less than an object header left: free space
+      std::uint16_t index = 0;
+      std::memcpy(&index, bytes.data() + p, 2);
+      std::uint64_t const object = u64(p + 8);
+      std::uint64_t const need = index > 0 ? (object > end ? end : 16 + ((object + 7) & ~std::uint64_t{7})) : object;
+      FLASHDEBERTA_REQUIRE(need > 0 && need <= end - p, source << ": the global heap collection at byte " << at
+                                                               << " holds an object of " << object
+                                                               << " bytes that does not fit it (at byte " << p << ")");
+      p += static_cast<std::size_t>(need);
+    }
+  }
+}
+
+// Where an object is in the file, to tell when the walk reaches it again.
+inline std::string object_address(hid_t object) {
+#if H5_VERSION_GE(1, 12, 0)
+  H5O_info2_t info{};
+  if (H5Oget_info3(object, &info, H5O_INFO_BASIC) < 0) return {};
+  return std::string(reinterpret_cast<char const*>(&info.token), sizeof info.token);
+#else
+  H5O_info_t info{};
+  if (H5Oget_info2(object, &info, H5O_INFO_BASIC) < 0) return {};
+  return std::to_string(info.addr);
+#endif
+}
+
 // libhdf5 prints its error stack to stderr by default; the messages go into Error instead.
 inline void silence_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
@@ -168,6 +216,7 @@ class Hdf5File {
     std::byte head[8] = {};
     ssize_t const got = ::pread(fd.get(), head, sizeof head, 0);
     file.require_signature(std::span<std::byte const>(head, got > 0 ? static_cast<std::size_t>(got) : 0));
+    detail::require_sound_global_heaps(MappedFile::open(path, what).bytes(), file.source_);
     file.file_ = detail::Hdf5Id(H5Fopen(file.source_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
     file.require_opened();
     file.walk();
@@ -180,6 +229,7 @@ class Hdf5File {
     detail::silence_hdf5();
     Hdf5File file(std::move(source), bytes.size());
     file.require_signature(bytes.first(std::min<std::size_t>(bytes.size(), 8)));
+    detail::require_sound_global_heaps(bytes, file.source_);
     detail::Hdf5Id const access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
     H5Pset_fapl_core(access.get(), 1 << 16, 0);
     // libhdf5 copies the image unless told otherwise; const_cast: the file is opened read-only.
@@ -244,6 +294,9 @@ class Hdf5File {
                                                 << " bytes): " << detail::hdf5_error_message());
   }
 
+  // A Keras group holds a layer's few sublayers or a model's layers (thousands for the largest models).
+  static constexpr std::size_t kMaxLinksPerGroup = 100'000;
+
   void walk() { walk_group(file_.get(), "", 0); }
 
   void walk_group(hid_t group, std::string const& prefix, int depth) {
@@ -258,7 +311,8 @@ class Hdf5File {
         return 1;  // stop: the caller refuses it by name
       }
       state.first->push_back(name);
-      return 0;
+      // A corrupt symbol table can make libhdf5 list links without end (its B-tree walked in a circle): stop here.
+      return state.first->size() > kMaxLinksPerGroup ? 1 : 0;
     };
     H5L_type_t refused = H5L_TYPE_HARD;
     std::pair<std::vector<std::string>*, H5L_type_t*> state{&children, &refused};
@@ -266,6 +320,9 @@ class Hdf5File {
     herr_t const status = H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, &index, collect, &state);
     FLASHDEBERTA_REQUIRE(status >= 0, source_ << ": cannot list group '" << (prefix.empty() ? "/" : prefix)
                                               << "': " << detail::hdf5_error_message());
+    FLASHDEBERTA_REQUIRE(children.size() <= kMaxLinksPerGroup, source_ << ": group '" << (prefix.empty() ? "/" : prefix)
+                                                                       << "' lists more than " << kMaxLinksPerGroup
+                                                                       << " links (its index may loop)");
     FLASHDEBERTA_REQUIRE(refused == H5L_TYPE_HARD, source_
                                                        << ": '" << prefix + children.back() << "' is a "
                                                        << (refused == H5L_TYPE_SOFT       ? "soft"
@@ -279,6 +336,10 @@ class Hdf5File {
       detail::Hdf5Id const object(H5Oopen(group, name.c_str(), H5P_DEFAULT), H5Oclose);
       FLASHDEBERTA_REQUIRE(object.valid(),
                            source_ << ": cannot open '" << path << "': " << detail::hdf5_error_message());
+      // Keras links every object once; an object reached twice is a file whose links form a cycle or a lattice
+      // (walking it would repeat without end or blow up), refused at the second arrival.
+      FLASHDEBERTA_REQUIRE(visited_.insert(detail::object_address(object.get())).second,
+                           source_ << ": '" << path << "' links to an object already reached by another path");
       H5I_type_t const type = H5Iget_type(object.get());
       if (type == H5I_GROUP) {
         walk_group(object.get(), path + "/", depth + 1);
@@ -354,6 +415,7 @@ class Hdf5File {
   detail::Hdf5Id file_;
   std::vector<Hdf5Dataset> datasets_;
   std::size_t objects_ = 0;
+  std::set<std::string> visited_;  // object addresses (tokens in libhdf5 >= 1.12)
 };
 
 }  // namespace flashdeberta::io
