@@ -52,28 +52,28 @@ endif()
 option(FLASHDEBERTA_WITH_ONEDNN "Use oneDNN for bf16 and int8 linear layers in the Eigen backend (flashdeberta::onednn)"
        ${_flashdeberta_onednn_default})
 
+# flashdeberta_pkg_config_default(VAR MODULE): VAR is ON when pkg-config finds MODULE, the default of an option
+# for an optional library.
+find_package(PkgConfig QUIET)
+function(flashdeberta_pkg_config_default var module)
+  set(${var} OFF PARENT_SCOPE)
+  if(PKG_CONFIG_FOUND)
+    pkg_check_modules(_flashdeberta_${module}_probe QUIET ${module})
+    if(_flashdeberta_${module}_probe_FOUND)
+      set(${var} ON PARENT_SCOPE)
+    endif()
+  endif()
+endfunction()
+
 # SentencePiece tokenizers (flashdeberta::tokenizers, DeBERTa v2/v3): on by default when pkg-config finds
 # libsentencepiece. The v1 BPE tokenizer needs no library and is part of flashdeberta::core.
-find_package(PkgConfig QUIET)
-set(_flashdeberta_sentencepiece_default OFF)
-if(PKG_CONFIG_FOUND)
-  pkg_check_modules(_flashdeberta_sentencepiece_probe QUIET sentencepiece)
-  if(_flashdeberta_sentencepiece_probe_FOUND)
-    set(_flashdeberta_sentencepiece_default ON)
-  endif()
-endif()
+flashdeberta_pkg_config_default(_flashdeberta_sentencepiece_default sentencepiece)
 option(FLASHDEBERTA_WITH_SENTENCEPIECE "Build the SentencePiece tokenizers (flashdeberta::tokenizers)"
        ${_flashdeberta_sentencepiece_default})
 
 # ZeroModels' Keras checkpoints (HDF5 weights, io/zeromodels.hpp): on by default when pkg-config finds libhdf5
 # (Debian: libhdf5-dev). Without it such a directory is refused with a message naming the package.
-set(_flashdeberta_hdf5_default OFF)
-if(PKG_CONFIG_FOUND)
-  pkg_check_modules(_flashdeberta_hdf5_probe QUIET hdf5)
-  if(_flashdeberta_hdf5_probe_FOUND)
-    set(_flashdeberta_hdf5_default ON)
-  endif()
-endif()
+flashdeberta_pkg_config_default(_flashdeberta_hdf5_default hdf5)
 option(FLASHDEBERTA_WITH_HDF5 "Read ZeroModels' Keras (HDF5) checkpoints through libhdf5" ${_flashdeberta_hdf5_default})
 
 # The Python package (python/, module flashdeberta): on by default when pybind11 (Debian's pybind11-dev) and

@@ -2,6 +2,7 @@
 // them (write_zm_config, Keras' save_weights), for the ZeroModels class of the HF model and head. Each ZeroModels
 // layer role reads the HF tensors io/zeromodels_roles.hpp gives it (the masked-LM head in either of HF's layouts,
 // its decoder tied or not); an HF tensor left over, or a model ZeroModels' code cannot build, is refused.
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -28,38 +29,38 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Each head's ZeroModels class (after the family's prefix) and the Dense layers its class builds after the
+// backbone's, in build order.
+struct ZeroModelsHead {
+  HeadKind kind;
+  char const* class_suffix;
+  std::vector<std::string> dense;
+};
+
+std::vector<ZeroModelsHead> const& zeromodels_heads() {
+  static std::vector<ZeroModelsHead> const heads{
+      {HeadKind::kBase, "Model", {}},
+      {HeadKind::kMaskedLM, "MaskedLM", {"lm_head_dense", "lm_head_decoder"}},
+      {HeadKind::kSequenceClassification, "SequenceClassify", {"pooler_dense", "classifier"}},
+      {HeadKind::kTokenClassification, "TokenClassify", {"classifier"}},
+      {HeadKind::kQuestionAnswering, "QnA", {"qa_outputs"}},
+      {HeadKind::kMultipleChoice, "MultipleChoice", {"pooler_dense", "classifier"}},
+  };
+  return heads;
+}
+
 struct ZeroModelsClass {
   std::string family;  // "deberta", "deberta_v2", "deberta_v3"
-  std::string prefix;  // "Deberta", "DebertaV2", "DebertaV3"
   std::string name;    // "DebertaV3SequenceClassify"
+  std::vector<std::string> head_dense;
 };
 
 ZeroModelsClass zeromodels_class(ModelConfig const& c, HeadKind head) {
   bool const v1 = c.model_type == ModelType::kDeberta;
-  ZeroModelsClass z;
-  z.family = v1 ? "deberta" : c.conv_kernel_size > 0 ? "deberta_v2" : "deberta_v3";
-  z.prefix = v1 ? "Deberta" : c.conv_kernel_size > 0 ? "DebertaV2" : "DebertaV3";
-  switch (head) {
-    case HeadKind::kBase:
-      z.name = z.prefix + "Model";
-      break;
-    case HeadKind::kMaskedLM:
-      z.name = z.prefix + "MaskedLM";
-      break;
-    case HeadKind::kSequenceClassification:
-      z.name = z.prefix + "SequenceClassify";
-      break;
-    case HeadKind::kTokenClassification:
-      z.name = z.prefix + "TokenClassify";
-      break;
-    case HeadKind::kQuestionAnswering:
-      z.name = z.prefix + "QnA";
-      break;
-    case HeadKind::kMultipleChoice:
-      z.name = z.prefix + "MultipleChoice";
-      break;
-  }
-  return z;
+  std::string const prefix = v1 ? "Deberta" : c.conv_kernel_size > 0 ? "DebertaV2" : "DebertaV3";
+  ZeroModelsHead const& h = *std::find_if(zeromodels_heads().begin(), zeromodels_heads().end(),
+                                          [&](auto const& e) { return e.kind == head; });
+  return {v1 ? "deberta" : c.conv_kernel_size > 0 ? "deberta_v2" : "deberta_v3", prefix + h.class_suffix, h.dense};
 }
 
 // What ZeroModels' DeBERTa cannot hold, refused before anything is written.
@@ -163,28 +164,10 @@ ConversionSummary write_zeromodels_directory(fs::path const& from, fs::path cons
                                           config.norm_rel_ebd_layer_norm,
                                           config.c2p,
                                           config.p2c};
-  std::vector<std::string> head_dense;
-  switch (head) {
-    case HeadKind::kMaskedLM:
-      head_dense = {"lm_head_dense", "lm_head_decoder"};
-      break;
-    case HeadKind::kSequenceClassification:
-    case HeadKind::kMultipleChoice:
-      head_dense = {"pooler_dense", "classifier"};
-      break;
-    case HeadKind::kTokenClassification:
-      head_dense = {"classifier"};
-      break;
-    case HeadKind::kQuestionAnswering:
-      head_dense = {"qa_outputs"};
-      break;
-    case HeadKind::kBase:
-      break;
-  }
   std::string const nested =
       head == HeadKind::kMultipleChoice ? (z.family == "deberta_v3" ? "deberta_v3_model" : "deberta_v2_model") : "";
   std::vector<zeromodels::KerasGroup> const groups =
-      zeromodels::keras_groups(sizes, false, head_dense, head == HeadKind::kMaskedLM, nested);
+      zeromodels::keras_groups(sizes, false, z.head_dense, head == HeadKind::kMaskedLM, nested);
 
   ConversionSummary summary{CheckpointFormat::kHuggingFace, CheckpointFormat::kZeroModels, z.name, 0, 0};
   std::set<std::string> used;
