@@ -146,24 +146,4 @@ class Hdf5Writer {
   hid_t links_ = -1;
 };
 
-// Torch layouts back to Keras': [out, in] -> [in, out]; (out, in, k) -> (k, in, out).
-inline std::vector<float> to_keras(std::vector<float> const& v, std::vector<std::int64_t>& shape,
-                                   io::KerasLayout layout) {
-  if (layout == io::KerasLayout::kSame || shape.size() < 2) return v;
-  std::vector<float> out(v.size());
-  if (layout == io::KerasLayout::kTransposed) {
-    std::int64_t const rows = shape[0], cols = shape[1];
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c = 0; c < cols; ++c) out[c * rows + r] = v[r * cols + c];
-    shape = {cols, rows};
-    return out;
-  }
-  std::int64_t const n_out = shape[0], n_in = shape[1], k = shape[2];
-  for (std::int64_t o = 0; o < n_out; ++o)
-    for (std::int64_t i = 0; i < n_in; ++i)
-      for (std::int64_t t = 0; t < k; ++t) out[(t * n_in + i) * n_out + o] = v[(o * n_in + i) * k + t];
-  shape = {k, n_in, n_out};
-  return out;
-}
-
 }  // namespace flashdeberta::runtime::zeromodels

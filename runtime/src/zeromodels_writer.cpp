@@ -3,11 +3,14 @@
 // layer role reads the HF tensors io/zeromodels_roles.hpp gives it (the masked-LM head in either of HF's layouts,
 // its decoder tied or not); an HF tensor left over, or a model ZeroModels' code cannot build, is refused.
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,26 +32,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Each head's ZeroModels class (after the family's prefix) and the Dense layers its class builds after the
-// backbone's, in build order.
-struct ZeroModelsHead {
-  HeadKind kind;
-  char const* class_suffix;
-  std::vector<std::string> dense;
-};
-
-std::vector<ZeroModelsHead> const& zeromodels_heads() {
-  static std::vector<ZeroModelsHead> const heads{
-      {HeadKind::kBase, "Model", {}},
-      {HeadKind::kMaskedLM, "MaskedLM", {"lm_head_dense", "lm_head_decoder"}},
-      {HeadKind::kSequenceClassification, "SequenceClassify", {"pooler_dense", "classifier"}},
-      {HeadKind::kTokenClassification, "TokenClassify", {"classifier"}},
-      {HeadKind::kQuestionAnswering, "QnA", {"qa_outputs"}},
-      {HeadKind::kMultipleChoice, "MultipleChoice", {"pooler_dense", "classifier"}},
-  };
-  return heads;
-}
-
 struct ZeroModelsClass {
   std::string family;  // "deberta", "deberta_v2", "deberta_v3"
   std::string name;    // "DebertaV3SequenceClassify"
@@ -58,9 +41,9 @@ struct ZeroModelsClass {
 ZeroModelsClass zeromodels_class(ModelConfig const& c, HeadKind head) {
   bool const v1 = c.model_type == ModelType::kDeberta;
   std::string const prefix = v1 ? "Deberta" : c.conv_kernel_size > 0 ? "DebertaV2" : "DebertaV3";
-  ZeroModelsHead const& h = *std::find_if(zeromodels_heads().begin(), zeromodels_heads().end(),
-                                          [&](auto const& e) { return e.kind == head; });
-  return {v1 ? "deberta" : c.conv_kernel_size > 0 ? "deberta_v2" : "deberta_v3", prefix + h.class_suffix, h.dense};
+  std::string const family = v1 ? "deberta" : c.conv_kernel_size > 0 ? "deberta_v2" : "deberta_v3";
+  io::ZeroModelsHeadClass const& h = io::zeromodels_head_class(head);
+  return {family, prefix + std::string(h.class_suffix), h.dense};
 }
 
 // What ZeroModels' DeBERTa cannot hold, refused before anything is written.
@@ -187,7 +170,10 @@ ConversionSummary write_zeromodels_directory(fs::path const& from, fs::path cons
       std::vector<std::int64_t> shape = checkpoint.info(*name).shape;
       std::vector<float> const values = checkpoint.read_f32(*name, shape);
       io::KerasLayout const layout = i == 0 ? target.kernel_layout : io::KerasLayout::kSame;
-      std::vector<float> const keras = zeromodels::to_keras(values, shape, layout);
+      std::vector<std::byte> const moved = io::relayout(std::as_bytes(std::span(values)), shape, layout, sizeof(float),
+                                                        io::LayoutDirection::kTorchToKeras);
+      std::vector<float> keras(values.size());
+      std::memcpy(keras.data(), moved.data(), moved.size());
       file.dataset(g.path + "/" + std::to_string(i), shape, keras);
       used.insert(*name);
       ++summary.tensors;

@@ -7,6 +7,8 @@
 #include <doctest/doctest.h>
 #include <hdf5.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -199,6 +201,43 @@ void run_zeromodels_error_suite(P const& policy) {
     dir->write("model.weights.h5", bytes);
     check_refused(dir->path(), "model.weights.h5: the global heap collection at byte " + std::to_string(heap) +
                                    " holds an object of 0 bytes that does not fit it");
+  }
+
+  SUBCASE("a group index whose B-tree loops or repeats its children, which libhdf5 would walk without end") {
+    auto const dir = copy_of("v3_base", "zm_tree");
+    std::filesystem::path const file = dir->path() / "model.weights.h5";
+    std::string const original = io::read_regular_file(file, "weights");
+    std::vector<std::size_t> nodes;  // group B-tree nodes: "TREE", type 0; the leaf of most entries last
+    for (std::size_t at = original.find(std::string("TREE\0", 5)); at != std::string::npos && nodes.size() < 8;
+         at = original.find(std::string("TREE\0", 5), at + 1))
+      nodes.push_back(at);
+    REQUIRE(nodes.size() == 8);
+    std::ranges::sort(nodes, {}, [&](std::size_t at) { return static_cast<unsigned char>(original[at + 6]); });
+    // Node layout: signature, type, level (byte 5), entries (2 bytes at 6), two sibling addresses, then an 8-byte
+    // key and an 8-byte child address per entry: child i at byte 32 + 16 i.
+    auto const make_node = [](std::string& bytes, std::size_t at, int level, std::vector<std::size_t> const& children) {
+      bytes[at + 5] = static_cast<char>(level);
+      std::uint16_t const n = static_cast<std::uint16_t>(children.size());
+      bytes.replace(at + 6, 2, reinterpret_cast<char const*>(&n), 2);
+      for (std::size_t i = 0; i < children.size(); ++i) {
+        std::uint64_t const child = children[i];
+        bytes.replace(at + 32 + 16 * i, 8, reinterpret_cast<char const*>(&child), 8);
+      }
+    };
+    std::string cycle = original;  // a node of level 1 that is its own child
+    make_node(cycle, nodes[0], 1, {nodes[0]});
+    dir->write("model.weights.h5", cycle);
+    std::string const at = std::to_string(nodes[0]);
+    check_refused(dir->path(), "model.weights.h5: the group B-tree node at byte " + at +
+                                   " (level 1) has as its child 0 "
+                                   "the node at byte " +
+                                   at + " (level 1): a corrupt index that would be walked without end");
+    // Four levels of 32 children, each level's all the same node: 32^4 visits of the leaf's links.
+    std::string lattice = original;
+    std::vector<std::size_t> const chain{nodes[0], nodes[1], nodes[2], nodes[3], nodes.back()};
+    for (int i = 0; i < 4; ++i) make_node(lattice, chain[i], 4 - i, std::vector<std::size_t>(32, chain[i + 1]));
+    dir->write("model.weights.h5", lattice);
+    check_refused(dir->path(), "leads to more than 100000 links (its children repeat)");
   }
 
   SUBCASE("a missing, an extra or a misshapen variable") {

@@ -15,9 +15,11 @@
 #endif
 
 #include <hdf5.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -33,6 +35,7 @@
 
 #include "flashdeberta/core/dtype.hpp"
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/io/hdf5_preflight.hpp"
 #include "flashdeberta/io/mapped_file.hpp"
 #include "flashdeberta/io/regular_file.hpp"
 
@@ -120,39 +123,6 @@ inline char const* type_class_name(H5T_class_t type_class) {
   }
 }
 
-// libhdf5 1.10 decodes a global heap collection (where variable-length strings such as Keras' layer names live) by
-// stepping from object to object by their declared sizes, and loops forever on a size that does not advance
-// (H5HG__cache_heap_deserialize). Every collection in the file ("GCOL", version 1, 8-byte lengths as h5py writes)
-// is walked here first, with the same steps, and one whose objects do not tile it is refused.
-inline void require_sound_global_heaps(std::span<std::byte const> bytes, std::string const& source) {
-  auto const u64 = [&](std::size_t at) {
-    std::uint64_t v = 0;
-    std::memcpy(&v, bytes.data() + at, 8);
-    return v;
-  };
-  std::string_view const text(reinterpret_cast<char const*>(bytes.data()), bytes.size());
-  for (std::size_t at = text.find("GCOL"); at != std::string_view::npos; at = text.find("GCOL", at + 1)) {
-    // Version 1 and three reserved zero bytes: anything else is not a collection libhdf5 would decode.
-    if (bytes.size() - at < 16 || text.substr(at + 4, 4) != std::string_view("\x01\0\0\0", 4)) continue;
-    std::uint64_t const size = u64(at + 8);
-    FLASHDEBERTA_REQUIRE(size >= 16 && size <= bytes.size() - at, source << ": the global heap collection at byte "
-                                                                         << at << " declares " << size
-                                                                         << " bytes, beyond the file's end");
-    std::size_t p = at + 16;
-    std::size_t const end = at + static_cast<std::size_t>(size);
-    while (p < end && end - p >= 16) {  // less than an object header left: free space
-      std::uint16_t index = 0;
-      std::memcpy(&index, bytes.data() + p, 2);
-      std::uint64_t const object = u64(p + 8);
-      std::uint64_t const need = index > 0 ? (object > end ? end : 16 + ((object + 7) & ~std::uint64_t{7})) : object;
-      FLASHDEBERTA_REQUIRE(need > 0 && need <= end - p, source << ": the global heap collection at byte " << at
-                                                               << " holds an object of " << object
-                                                               << " bytes that does not fit it (at byte " << p << ")");
-      p += static_cast<std::size_t>(need);
-    }
-  }
-}
-
 // Where an object is in the file, to tell when the walk reaches it again.
 inline std::string object_address(hid_t object) {
 #if H5_VERSION_GE(1, 12, 0)
@@ -216,7 +186,17 @@ class Hdf5File {
     std::byte head[8] = {};
     ssize_t const got = ::pread(fd.get(), head, sizeof head, 0);
     file.require_signature(std::span<std::byte const>(head, got > 0 ? static_cast<std::size_t>(got) : 0));
-    detail::require_sound_global_heaps(MappedFile::open(path, what).bytes(), file.source_);
+    struct stat st {};
+    FLASHDEBERTA_REQUIRE_FILE(::fstat(fd.get(), &st) == 0,
+                              file.source_ << ": cannot stat (" << std::strerror(errno) << ")");
+    detail::FileIdentity const identity{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+                                        static_cast<std::uint64_t>(st.st_size),
+                                        static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1'000'000'000u +
+                                            static_cast<std::uint64_t>(st.st_mtim.tv_nsec)};
+    if (!detail::checked_files().contains(identity)) {
+      detail::require_sound_structure(MappedFile::open(path, what).bytes(), file.source_);
+      detail::checked_files().add(identity);
+    }
     file.file_ = detail::Hdf5Id(H5Fopen(file.source_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
     file.require_opened();
     file.walk();
@@ -229,7 +209,7 @@ class Hdf5File {
     detail::silence_hdf5();
     Hdf5File file(std::move(source), bytes.size());
     file.require_signature(bytes.first(std::min<std::size_t>(bytes.size(), 8)));
-    detail::require_sound_global_heaps(bytes, file.source_);
+    detail::require_sound_structure(bytes, file.source_);
     detail::Hdf5Id const access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
     H5Pset_fapl_core(access.get(), 1 << 16, 0);
     // libhdf5 copies the image unless told otherwise; const_cast: the file is opened read-only.

@@ -71,28 +71,6 @@ inline std::optional<ZeroModelsDirectory> zeromodels_directory_of(std::filesyste
 
 namespace detail {
 
-// Keras [in, out] -> torch [out, in]; Keras Conv1D (k, in, out) -> torch (out, in, k). Bytes of `size` each.
-inline std::vector<std::byte> to_torch_layout(std::vector<std::byte> const& in, std::vector<std::int64_t>& shape,
-                                              KerasLayout layout, std::size_t size) {
-  if (layout == KerasLayout::kSame) return in;
-  std::vector<std::byte> out(in.size());
-  if (layout == KerasLayout::kTransposed) {
-    std::int64_t const rows = shape[0], cols = shape[1];
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c = 0; c < cols; ++c)
-        std::memcpy(&out[(c * rows + r) * size], &in[(r * cols + c) * size], size);
-    shape = {cols, rows};
-    return out;
-  }
-  std::int64_t const k = shape[0], n_in = shape[1], n_out = shape[2];
-  for (std::int64_t t = 0; t < k; ++t)
-    for (std::int64_t i = 0; i < n_in; ++i)
-      for (std::int64_t o = 0; o < n_out; ++o)
-        std::memcpy(&out[((o * n_in + i) * k + t) * size], &in[((t * n_in + i) * n_out + o) * size], size);
-  shape = {n_out, n_in, k};
-  return out;
-}
-
 struct OpenedZeroModels {
   ZeroModelsConfig config;
   KerasWeights weights;
@@ -141,7 +119,7 @@ inline TensorStore read_zeromodels_tensors(ZeroModelsDirectory const& dir) {
     std::vector<std::int64_t> shape = t.variable->dataset.shape;
     DType const dtype = t.variable->dataset.dtype;
     std::vector<std::byte> bytes =
-        detail::to_torch_layout(z.weights.read(*t.variable), shape, t.layout, dtype_size(dtype));
+        relayout(z.weights.read(*t.variable), shape, t.layout, dtype_size(dtype), LayoutDirection::kKerasToTorch);
     store.add(t.hf_name, dtype, std::move(shape), std::move(bytes));
   }
   return store;

@@ -127,14 +127,15 @@ inline std::vector<std::string> head_dense_roles(std::vector<KerasVarsGroup cons
     auto it = g->variables.find(0);
     return it == g->variables.end() || it->second.dataset.shape.size() != 2 ? -1 : it->second.dataset.shape[1];
   };
+  auto const dense = [](HeadKind kind) { return zeromodels_head_class(kind).dense; };
   if (head.size() == 2) {
     if (out_dim(head[1]) == s.v && !model_class.ends_with("Classify") && !model_class.ends_with("MultipleChoice"))
-      return {"lm_head_dense", "lm_head_decoder"};
-    return {"pooler_dense", "classifier"};
+      return dense(HeadKind::kMaskedLM);
+    return dense(HeadKind::kSequenceClassification);
   }
   if (head.size() == 1) {
     bool const qa = model_class.ends_with("QnA") || model_class.ends_with("QuestionAnswering");
-    return {qa ? "qa_outputs" : "classifier"};
+    return dense(qa ? HeadKind::kQuestionAnswering : HeadKind::kTokenClassification);
   }
   return {};
 }
@@ -179,7 +180,7 @@ inline ZeroModelsMapping map_zeromodels(KerasWeights const& weights, ZeroModelsC
     if (cls == "dense") {
       for (std::string const& r : detail::head_dense_roles(rest, s, zc.model_class)) roles.push_back(r);
     } else if (rest.size() == 1) {
-      roles.push_back("lm_head_layernorm");
+      roles.push_back(zeromodels_head_class(HeadKind::kMaskedLM).layer_norms.front());
     }
     for (std::size_t k = 0; k < layers.size() && k < roles.size(); ++k) role_of[layers[k].group] = roles[k];
   }
@@ -207,24 +208,29 @@ inline ZeroModelsMapping map_zeromodels(KerasWeights const& weights, ZeroModelsC
   ZeroModelsMapping out;
   out.separate_position_projections = separate_positions;
   std::string const prefix = s.v1 ? "Deberta" : "DebertaV2";
-  std::vector<std::string> head_roles;
-  if (present("lm_head_dense") || present("lm_head_layernorm") || present("lm_head_decoder")) {
-    out.architecture = prefix + "ForMaskedLM";
-    head_roles = {"lm_head_dense", "lm_head_layernorm", "lm_head_decoder"};
+  // The head in the file: the masked-LM head by any of its layers, the others by their first Dense layer (the
+  // classifier alone is a token classifier's), multiple choice told from sequence classification by the class.
+  auto const head_in_file = [&] {
+    ZeroModelsHeadClass const& mlm = zeromodels_head_class(HeadKind::kMaskedLM);
+    for (auto const& roles : {mlm.dense, mlm.layer_norms})
+      for (std::string const& role : roles)
+        if (present(role.c_str())) return HeadKind::kMaskedLM;
+    if (present(zeromodels_head_class(HeadKind::kSequenceClassification).dense.front().c_str()))
+      return zc.model_class.ends_with("MultipleChoice") ? HeadKind::kMultipleChoice : HeadKind::kSequenceClassification;
+    for (HeadKind kind : {HeadKind::kTokenClassification, HeadKind::kQuestionAnswering})
+      if (present(zeromodels_head_class(kind).dense.front().c_str())) return kind;
+    return HeadKind::kBase;
+  };
+  HeadKind const head = head_in_file();
+  ZeroModelsHeadClass const& head_class = zeromodels_head_class(head);
+  std::vector<std::string> head_roles = head_class.dense;
+  head_roles.insert(head_roles.end(), head_class.layer_norms.begin(), head_class.layer_norms.end());
+  if (head != HeadKind::kBase) out.architecture = prefix + std::string(head_kind_class_suffix(head));
+  if (head == HeadKind::kMaskedLM) {
     FLASHDEBERTA_REQUIRE(zc.hf_config["hidden_act"] == "gelu",
                          zc.source << ": hidden_act is " << zc.hf_config["hidden_act"].dump()
                                    << ", but ZeroModels' masked-LM head applies gelu (deberta_v3_model.py:277), which "
                                       "HF's head (hidden_act) cannot express");
-  } else if (present("pooler_dense")) {
-    bool const choices = zc.model_class.ends_with("MultipleChoice");
-    out.architecture = prefix + (choices ? "ForMultipleChoice" : "ForSequenceClassification");
-    head_roles = {"pooler_dense", "classifier"};
-  } else if (present("classifier")) {
-    out.architecture = prefix + "ForTokenClassification";
-    head_roles = {"classifier"};
-  } else if (present("qa_outputs")) {
-    out.architecture = prefix + "ForQuestionAnswering";
-    head_roles = {"qa_outputs"};
   }
   std::string const base = out.architecture.empty() ? "" : "deberta.";
 

@@ -3,18 +3,81 @@
 // path gives by itself. io/zeromodels_mapping.hpp assigns the roles.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <regex>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/heads/head_kind.hpp"
 
 namespace flashdeberta::io {
 
 enum class KerasLayout { kSame, kTransposed, kConvKernel };  // [in,out] -> [out,in]; (k,in,out) -> (out,in,k)
+enum class LayoutDirection { kKerasToTorch, kTorchToKeras };
+
+// A kernel moved between Keras' layout and torch's (the reader one way, `flashdeberta convert` the other), elements
+// of `element_bytes` each: a Dense kernel [in, out] <-> [out, in], a Conv1D kernel (k, in, out) <-> (out, in, k).
+// `shape` is the source's on entry and the result's on return.
+inline std::vector<std::byte> relayout(std::span<std::byte const> in, std::vector<std::int64_t>& shape,
+                                       KerasLayout layout, std::size_t element_bytes, LayoutDirection direction) {
+  std::vector<std::byte> out(in.begin(), in.end());
+  if (layout == KerasLayout::kSame || shape.size() < 2) return out;
+  bool const to_torch = direction == LayoutDirection::kKerasToTorch;
+  auto const move = [&](std::int64_t keras, std::int64_t torch) {
+    std::int64_t const from = to_torch ? keras : torch, to = to_torch ? torch : keras;
+    std::memcpy(&out[static_cast<std::size_t>(to) * element_bytes], &in[static_cast<std::size_t>(from) * element_bytes],
+                element_bytes);
+  };
+  if (layout == KerasLayout::kTransposed) {
+    std::int64_t const in_dim = to_torch ? shape[0] : shape[1], out_dim = to_torch ? shape[1] : shape[0];
+    for (std::int64_t i = 0; i < in_dim; ++i)
+      for (std::int64_t o = 0; o < out_dim; ++o) move(i * out_dim + o, o * in_dim + i);
+    shape = {shape[1], shape[0]};
+    return out;
+  }
+  std::int64_t const k = to_torch ? shape[0] : shape[2], in_dim = shape[1], out_dim = to_torch ? shape[2] : shape[0];
+  for (std::int64_t t = 0; t < k; ++t)
+    for (std::int64_t i = 0; i < in_dim; ++i)
+      for (std::int64_t o = 0; o < out_dim; ++o) move((t * in_dim + i) * out_dim + o, (o * in_dim + i) * k + t);
+  shape = {shape[2], shape[1], shape[0]};
+  return out;
+}
+
+// ZeroModels' class for each head (after the family's prefix: "DebertaV3" + "SequenceClassify") and the roles of
+// the head's layers: its Dense layers in the order the class builds them after the backbone's, and the masked-LM
+// head's LayerNormalization. The reader (io/zeromodels_mapping.hpp) and the writer (`flashdeberta convert`) both
+// take the heads from here.
+struct ZeroModelsHeadClass {
+  HeadKind kind;
+  std::string_view class_suffix;
+  std::vector<std::string> dense;
+  std::vector<std::string> layer_norms;
+};
+
+inline std::vector<ZeroModelsHeadClass> const& zeromodels_head_classes() {
+  static std::vector<ZeroModelsHeadClass> const heads{
+      {HeadKind::kBase, "Model", {}, {}},
+      {HeadKind::kMaskedLM, "MaskedLM", {"lm_head_dense", "lm_head_decoder"}, {"lm_head_layernorm"}},
+      {HeadKind::kSequenceClassification, "SequenceClassify", {"pooler_dense", "classifier"}, {}},
+      {HeadKind::kTokenClassification, "TokenClassify", {"classifier"}, {}},
+      {HeadKind::kQuestionAnswering, "QnA", {"qa_outputs"}, {}},
+      {HeadKind::kMultipleChoice, "MultipleChoice", {"pooler_dense", "classifier"}, {}},
+  };
+  return heads;
+}
+
+inline ZeroModelsHeadClass const& zeromodels_head_class(HeadKind kind) {
+  auto const& heads = zeromodels_head_classes();
+  return *std::find_if(heads.begin(), heads.end(), [&](ZeroModelsHeadClass const& h) { return h.kind == kind; });
+}
 
 namespace detail {
 
