@@ -154,9 +154,10 @@ def _width(lengths, padding, max_length, multiple):
     return -(-width // multiple) * multiple if multiple else width
 
 
-def native_rows(tokenizer, texts, pairs, add_special_tokens, truncation, max_length, padding, width):
+def native_rows(tokenizer, texts, pairs, add_special_tokens, truncation, max_length, padding, widths):
     """The Encoding of each row of a native encode_batch call (the call again, with offsets; for a pair, A's
-    and B's tokens without truncation tell where A ends), padded to `width` if that is more."""
+    and B's tokens without truncation tell where A ends), row r padded to widths[r] tokens, the length the call
+    gave it (unpadded rows keep their own lengths)."""
     native = tokenizer._native
     enc = native.encode_batch(texts, pairs, add_special_tokens, truncation, max_length, padding, True, True)
     template = tokenizer._template(pairs is not None, add_special_tokens)
@@ -181,7 +182,7 @@ def native_rows(tokenizer, texts, pairs, add_special_tokens, truncation, max_len
             seq[b] = [1] * lb
             words[b] = rule(pairs[r], ids[b], offsets[b], tokens[b])
         rows.append(_row(tokenizer, ids[:n], types[:n], offsets[:n], seq, words, 1 + (pairs is not None),
-                         max(width, len(ids))))
+                         widths[r]))
     return rows
 
 

@@ -80,7 +80,7 @@ class Tokenizer:
                         row += [value] * (width - len(row))
             widths = [len(r) for r in data["input_ids"]]
             mapping = list(range(len(texts)))
-            call = (texts, pairs, add_special_tokens, trunc, max_length, pad, max(widths, default=0))
+            call = (texts, pairs, add_special_tokens, trunc, max_length, pad, widths)
             encodings = lambda: _encode.native_rows(self, *call)  # noqa: E731 (computed when first read)
         out = {"input_ids": data["input_ids"]}
         if return_token_type_ids is not False:  # None: the model's default, which has them
