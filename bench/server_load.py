@@ -5,7 +5,7 @@ on the same texts (the batching efficiency).
   python3 bench/server_load.py [--cli build/bin/flashdeberta] [--model models/tiny-en-sections]
       [--tokenizer DIR] [--backend eigen|kokkos|cuda] [--dtype fp32|bf16|fp16] [--threads 0]
       [--concurrency 1,8,64] [--seconds 10] [--texts 2048] [--cli-batch-size 64] [--max-batch-tokens 16384]
-      [--client-processes N] [--out bench/results/server-<date>-<host>.md]
+      [--client-processes N] [--serve-args "--forward-thread worker"] [--out bench/results/server-<date>-<host>.md]
 
 1. Texts: --texts short texts (6 to 20 words, about 10 to 30 tokens: classification requests as they come),
    generated from a fixed seed.
@@ -100,7 +100,8 @@ def run_cli(args, lines):
 class Server:
     def __init__(self, args):
         command = [args.cli, "serve", *model_options(args), "--port", "0", "--max-batch-tokens",
-                   str(args.max_batch_tokens), "--max-concurrent-requests", str(max(512, 2 * max(args.concurrency)))]
+                   str(args.max_batch_tokens), "--max-concurrent-requests", str(max(512, 2 * max(args.concurrency))),
+                   *args.serve_args.split()]
         self.process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
         self.port = None
         for line in self.process.stderr:
@@ -229,6 +230,7 @@ def main():
     parser.add_argument("--cli-batch-size", type=int, default=64)
     parser.add_argument("--max-batch-tokens", type=int, default=16384)
     parser.add_argument("--client-processes", type=int, default=0, help="default: one per core, at most C")
+    parser.add_argument("--serve-args", default="", help="more options for serve, e.g. '--forward-thread worker'")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     args.concurrency = [int(c) for c in args.concurrency.split(",")]
@@ -257,7 +259,8 @@ def main():
         f"- machine: {machine} ({platform.system()} {platform.release()}); load average at the end "
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min: other processes share the cores)",
         f"- commit {commit()}; model `{args.model}`; backend {args.backend}, dtype {args.dtype}, threads "
-        f"{args.threads or 'all'}; --max-batch-tokens {args.max_batch_tokens}",
+        f"{args.threads or 'all'}; --max-batch-tokens {args.max_batch_tokens}"
+        + (f"; serve {args.serve_args}" if args.serve_args else ""),
         f"- texts: {len(lines)} short texts of 6-20 words, {tokens_per_text:.1f} tokens on average; one text per "
         f"request (POST /predict), clients on keep-alive connections on the same machine, {args.seconds:g} s per "
         f"row after a warm-up",

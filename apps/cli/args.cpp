@@ -268,6 +268,12 @@ std::optional<server::ServeOptions> parse_serve_options(std::span<char const* co
   cli.choice("--pooling", o.pooling, "mean|cls",
              {{"mean", pipelines::Pooling::kMean}, {"cls", pipelines::Pooling::kCls}},
              "/embed's pooling of the last hidden states (default mean)");
+  cli.choice("--forward-thread", o.forward_thread, "request|worker",
+             {{"request", server::ForwardThread::kCaller}, {"worker", server::ForwardThread::kDedicated}},
+             "who runs a batch's forward: the thread of the request at the\n"
+             "queue's front (the default on the GPU: a lone request crosses no\n"
+             "thread), or one worker thread (the default on the CPU, whose forwards\n"
+             "keep per-thread OpenMP teams and oneDNN buffers)");
   cli.option("--http-threads", o.http_threads, "N",
              "requests handled at once, on threads started as needed (default:\n"
              "--max-concurrent-requests + 8); connections cost no thread")

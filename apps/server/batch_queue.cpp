@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstddef>
 #include <exception>
-#include <future>
 #include <string>
 
 #include "server/api_error.hpp"
@@ -101,41 +100,55 @@ void RequestGate::leave() {
   if (wake) idle_.notify_all();
 }
 
-// One request's sequences on their way through the worker. `next` is guarded by mutex_; the rest is the
-// worker's until `finished` is set, after which the waiting HTTP thread reads `output`.
+// One request's sequences on their way through the batches. `next`, `settled`, `lead` and `error` are guarded by
+// mutex_; `output`, `done` and `tokens_done` belong to the thread running the batches until `settled` is set,
+// after which the request's thread reads `output`.
 struct BatchQueue::Job {
   std::vector<tokenizer::Encoding>* encodings = nullptr;
   std::size_t next = 0;          // the first sequence no batch has taken yet
   std::size_t done = 0;          // sequences whose rows are in `output`
   std::int64_t tokens_done = 0;  // their tokens: where the next rows' token indices start
-  bool settled = false;          // `finished` holds a value or an error
+  bool settled = false;          // `output` or `error` is final
+  bool lead = false;             // kCaller: this request's thread is to run the next batches
+  std::exception_ptr error;
   HeadOutput output;
   Clock::time_point enqueued;
-  std::promise<void> finished;
+  std::condition_variable changed;  // settled or lead
 };
 
-BatchQueue::BatchQueue(runtime::Pipeline const& pipeline, std::int64_t max_batch_tokens, Metrics& metrics)
-    : pipeline_(pipeline), max_batch_tokens_(max_batch_tokens), metrics_(metrics), worker_([this] { work(); }) {}
+BatchQueue::BatchQueue(runtime::Pipeline const& pipeline, std::int64_t max_batch_tokens, Metrics& metrics,
+                       ForwardThread forward_thread)
+    : pipeline_(pipeline), max_batch_tokens_(max_batch_tokens), metrics_(metrics), forward_thread_(forward_thread) {
+  if (forward_thread_ == ForwardThread::kDedicated) worker_ = std::thread([this] { work(); });
+}
 
 BatchQueue::~BatchQueue() {
   stop();
   if (worker_.joinable()) worker_.join();
+  std::unique_lock lock(mutex_);
+  left_.wait(lock, [&] { return callers_ == 0; });
 }
 
 HeadOutput BatchQueue::run(std::vector<tokenizer::Encoding>& encodings) const {
   if (encodings.empty()) return {};
-  auto job = std::make_shared<Job>();
+  auto const job = std::make_shared<Job>();
   job->encodings = &encodings;
   job->enqueued = Clock::now();
-  std::future<void> finished = job->finished.get_future();
-  {
-    std::lock_guard const lock(mutex_);
-    if (stopping_) throw ApiError(kUnavailable, ErrorType::kUnhealthy, "the server is shutting down");
-    queue_.push_back(job);
-    queued_sequences_ += encodings.size();
+  std::unique_lock lock(mutex_);
+  if (stopping_) throw ApiError(kUnavailable, ErrorType::kUnhealthy, "the server is shutting down");
+  ++callers_;
+  queue_.push_back(job);
+  queued_sequences_ += encodings.size();
+  if (forward_thread_ == ForwardThread::kDedicated) {
+    wake_.notify_one();
+  } else if (!leading_) {
+    leading_ = true;
+    job->lead = true;
   }
-  wake_.notify_one();
-  finished.get();  // rethrows the worker's ApiError
+  job->changed.wait(lock, [&] { return job->settled || job->lead; });
+  if (!job->settled) lead(lock, *job);
+  if (--callers_ == 0 && stopping_) left_.notify_all();
+  if (job->error) std::rethrow_exception(job->error);  // the ApiError of a failed forward
   return std::move(job->output);
 }
 
@@ -153,32 +166,36 @@ std::size_t BatchQueue::queued_sequences() const {
 }
 
 void BatchQueue::work() {
+  std::unique_lock lock(mutex_);
   for (;;) {
-    std::vector<Slice> const slices = take_batch();
-    if (slices.empty()) return;
-    try {
-      run_batch(slices);
-    } catch (std::exception const& e) {
-      // A forward that fails fails every request in it; the requests still queued behind them go on.
-      std::lock_guard const lock(mutex_);
-      for (Slice const& slice : slices) {
-        Job& job = *slice.job;
-        if (job.settled) continue;
-        job.settled = true;
-        if (auto const at = std::find(queue_.begin(), queue_.end(), slice.job); at != queue_.end()) {
-          queued_sequences_ -= job.encodings->size() - job.next;
-          queue_.erase(at);
-        }
-        job.finished.set_exception(std::make_exception_ptr(
-            ApiError(kFailedDependency, ErrorType::kBackend, std::string("the forward pass failed: ") + e.what())));
-      }
-    }
+    wake_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+    if (queue_.empty()) return;  // stopping, every request answered
+    std::vector<Slice> const slices = take_batch(lock);
+    lock.unlock();
+    run_and_settle(slices);
+    lock.lock();
   }
 }
 
-std::vector<BatchQueue::Slice> BatchQueue::take_batch() {
-  std::unique_lock lock(mutex_);
-  wake_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+// Batches from the front of the queue until `own` is done (its sequences are in the queue, so every batch
+// moves it forward), then the lead passes to the request at the front, or lapses when none is queued.
+void BatchQueue::lead(std::unique_lock<std::mutex>& lock, Job& own) const {
+  while (!own.settled) {
+    std::vector<Slice> const slices = take_batch(lock);
+    lock.unlock();
+    run_and_settle(slices);
+    lock.lock();
+  }
+  own.lead = false;
+  if (queue_.empty()) {
+    leading_ = false;
+  } else {
+    queue_.front()->lead = true;
+    queue_.front()->changed.notify_one();
+  }
+}
+
+std::vector<BatchQueue::Slice> BatchQueue::take_batch(std::unique_lock<std::mutex>&) const {
   std::vector<Slice> slices;
   std::int64_t tokens = 0;
   while (!queue_.empty()) {
@@ -200,7 +217,38 @@ std::vector<BatchQueue::Slice> BatchQueue::take_batch() {
   return slices;
 }
 
-void BatchQueue::run_batch(std::vector<Slice> const& slices) {
+void BatchQueue::settle(Job& job, std::exception_ptr error) const {
+  job.settled = true;
+  job.error = std::move(error);
+  job.changed.notify_one();
+}
+
+void BatchQueue::run_and_settle(std::vector<Slice> const& slices) const {
+  try {
+    run_batch(slices);
+  } catch (std::exception const& e) {
+    // A forward that fails fails every request in it; the requests queued behind them go on.
+    auto const error = std::make_exception_ptr(
+        ApiError(kFailedDependency, ErrorType::kBackend, std::string("the forward pass failed: ") + e.what()));
+    std::lock_guard const lock(mutex_);
+    for (Slice const& slice : slices) {
+      Job& job = *slice.job;
+      if (job.settled) continue;
+      if (auto const at = std::find(queue_.begin(), queue_.end(), slice.job); at != queue_.end()) {
+        queued_sequences_ -= job.encodings->size() - job.next;
+        queue_.erase(at);
+      }
+      settle(job, error);
+    }
+    return;
+  }
+  std::lock_guard const lock(mutex_);
+  for (Slice const& slice : slices) {
+    if (slice.job->done == slice.job->encodings->size() && !slice.job->settled) settle(*slice.job, nullptr);
+  }
+}
+
+void BatchQueue::run_batch(std::vector<Slice> const& slices) const {
   // The batch's sequences, moved in from their requests (and back below): per slice, where its sequences
   // and tokens start in the packed batch.
   std::vector<tokenizer::Encoding> batch;
@@ -247,10 +295,6 @@ void BatchQueue::run_batch(std::vector<Slice> const& slices) {
     Job& job = *slices[k].job;
     job.done += slices[k].end - slices[k].begin;
     job.tokens_done += token_starts[k + 1] - token_starts[k];
-    if (job.done == job.encodings->size()) {
-      job.settled = true;
-      job.finished.set_value();
-    }
   }
 }
 

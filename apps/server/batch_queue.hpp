@@ -1,11 +1,20 @@
 // Dynamic batching: the sequences of concurrent requests packed into one forward pass of the model.
 //
-// HTTP threads tokenize their request and call BatchQueue::run, which queues the encodings and waits.
-// One worker thread per model takes sequences from the front of the queue, in arrival order, until the next
-// one would pass --max-batch-tokens (a request larger than that is spread over several forwards), runs
-// them as one packed batch and hands each request the head's rows of its own sequences. Every route of a
-// model shares the forward: a checkpoint has one head, and /predict, /rerank and /zero-shot all read the
-// same sequence-classification logits, so they batch together.
+// HTTP threads tokenize their request and call BatchQueue::run, which queues the encodings and waits. The
+// batches are taken from the front of the queue, in arrival order, until the next sequence would pass
+// --max-batch-tokens (a request larger than that is spread over several forwards); each runs as one packed
+// batch and hands each request the head's rows of its own sequences. Every route of a model shares the
+// forward: a checkpoint has one head, and /predict, /rerank and /zero-shot all read the same
+// sequence-classification logits, so they batch together.
+//
+// Who runs the forwards (ForwardThread):
+// - kDedicated: one worker thread per model, for the host backends, whose forwards keep per-thread state
+//   (an OpenMP team per calling thread, oneDNN's scratch buffers) that one thread keeps warm and bounded.
+// - kCaller: the requests' own threads, one at a time (leader and followers), for the GPU, where a forward is
+//   launches and a wait: the thread of a request that finds no forward running runs the batch itself and
+//   answers without waking anyone; a request that arrives during a forward waits, and when the running
+//   thread's own request is done, it hands the next batches to the thread of the request at the queue's front.
+//   A lone client's request then crosses no thread between its tokenizing and its answer.
 //
 // RequestGate bounds what is admitted at all (--max-concurrent-requests): a request that finds it full
 // is answered 429 at once instead of waiting behind the others.
@@ -16,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -73,12 +83,16 @@ class RequestGate {
   std::thread trimmer_;  // started last
 };
 
+enum class ForwardThread { kDedicated, kCaller };
+
 // The server's runtime::HeadRunner: what the routes' task runs go through.
 class BatchQueue final : public runtime::HeadRunner {
  public:
-  // Starts the worker thread. A masked LM's forwards compute the logits of its mask tokens only (fill-mask).
-  BatchQueue(runtime::Pipeline const& pipeline, std::int64_t max_batch_tokens, Metrics& metrics);
-  ~BatchQueue();  // stop(), then joins the worker
+  // Starts the worker thread for kDedicated. A masked LM's forwards compute the logits of its mask tokens
+  // only (fill-mask).
+  BatchQueue(runtime::Pipeline const& pipeline, std::int64_t max_batch_tokens, Metrics& metrics,
+             ForwardThread forward_thread);
+  ~BatchQueue();  // stop(), then joins the worker or waits for the requests' threads to leave
   BatchQueue(BatchQueue const&) = delete;
   BatchQueue& operator=(BatchQueue const&) = delete;
 
@@ -89,7 +103,7 @@ class BatchQueue final : public runtime::HeadRunner {
   // 424 when the forward failed.
   HeadOutput run(std::vector<tokenizer::Encoding>& encodings) const override;
 
-  // Refuses new work; the worker ends once every queued request is answered.
+  // Refuses new work; the queued requests are still answered.
   void stop();
   std::size_t queued_sequences() const;
   std::int64_t max_batch_tokens() const { return max_batch_tokens_; }
@@ -104,17 +118,25 @@ class BatchQueue final : public runtime::HeadRunner {
     std::size_t end = 0;
   };
 
-  void work();
-  std::vector<Slice> take_batch();  // waits for work; empty when stopped and drained
-  void run_batch(std::vector<Slice> const& slices);
+  void work();                                                              // the dedicated worker's loop
+  void lead(std::unique_lock<std::mutex>& lock, Job& own) const;            // kCaller: batches until `own` is done
+  std::vector<Slice> take_batch(std::unique_lock<std::mutex>& lock) const;  // from the front; mutex_ held
+  // Runs a batch (mutex_ not held), then settles the requests it completes, or fails all of its requests.
+  void run_and_settle(std::vector<Slice> const& slices) const;
+  void run_batch(std::vector<Slice> const& slices) const;
+  void settle(Job& job, std::exception_ptr error) const;  // mutex_ held
 
   runtime::Pipeline const& pipeline_;
   std::int64_t max_batch_tokens_;
   Metrics& metrics_;
+  ForwardThread forward_thread_;
   mutable std::mutex mutex_;
-  mutable std::condition_variable wake_;
+  mutable std::condition_variable wake_;  // the dedicated worker's: work queued or stop
+  mutable std::condition_variable left_;  // the destructor's: the last request's thread left run()
   mutable std::deque<std::shared_ptr<Job>> queue_;
   mutable std::size_t queued_sequences_ = 0;
+  mutable std::size_t callers_ = 0;  // threads inside run()
+  mutable bool leading_ = false;     // kCaller: a request's thread is running the batches
   mutable bool stopping_ = false;
   std::thread worker_;  // last: started once everything above exists
 };

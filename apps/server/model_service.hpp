@@ -48,6 +48,7 @@ struct ServeOptions {
   int header_timeout_s = 10;                                // a request's header, from its first byte
   int body_timeout_s = 30;                                  // a request's body, from the end of its header
   pipelines::Pooling pooling = pipelines::Pooling::kMean;   // /embed's
+  std::optional<ForwardThread> forward_thread;              // default: kCaller on the GPU, else kDedicated
 };
 
 // Default handler threads beyond --max-concurrent-requests, so a full server still answers 429, /health and

@@ -71,8 +71,16 @@ def deviation(a, b):
 
 class Load(unittest.TestCase):
     def test_64_clients_get_the_single_request_answers(self):
+        self.check_clients_get_the_single_request_answers(CLIENTS, REQUESTS_PER_CLIENT)
+
+    def test_forwards_on_the_requests_threads_give_the_same_answers(self):
+        """--forward-thread request (the GPU's default): the batches run on the waiting requests' own threads,
+        the lead passing from request to request; 32 clients, fewer rounds."""
+        self.check_clients_get_the_single_request_answers(32, 20, "--forward-thread", "request")
+
+    def check_clients_get_the_single_request_answers(self, clients, per_client, *server_args):
         bodies = request_bodies()
-        with Server(CLASSIFY) as server:
+        with Server(CLASSIFY, *server_args) as server:
             expected = []
             for body in bodies:
                 status, answer = post(server, "/predict", body)
@@ -80,10 +88,10 @@ class Load(unittest.TestCase):
                 expected.append(answer)
             outcomes = []
             start = time.monotonic()
-            for t in run_clients(server, bodies, expected, CLIENTS, REQUESTS_PER_CLIENT, outcomes):
+            for t in run_clients(server, bodies, expected, clients, per_client, outcomes):
                 t.join()
             seconds = time.monotonic() - start
-            self.assertEqual(len(outcomes), CLIENTS * REQUESTS_PER_CLIENT)
+            self.assertEqual(len(outcomes), clients * per_client)
             wrong = [o for o in outcomes if o[0] != 200 or not o[1]]
             self.assertEqual(wrong[:5], [], f"{len(wrong)} answers differ from the single-request answers")
             worst = max(o[2] for o in outcomes)
@@ -91,7 +99,7 @@ class Load(unittest.TestCase):
             batches = metric(metrics, "flashdeberta_batch_requests_count")
             alone = metric(metrics, "flashdeberta_batch_requests_bucket", 'le="1"')
             answered = metric(metrics, "flashdeberta_requests_total", 'route="/predict",status="200"')
-            print(f"\n{len(outcomes)} requests from {CLIENTS} clients in {seconds:.1f} s "
+            print(f"\n{len(outcomes)} requests from {clients} clients in {seconds:.1f} s "
                   f"({len(outcomes) / seconds:.0f} requests/s); {batches:.0f} forwards, {batches - alone:.0f} of them "
                   f"batching several requests; largest score difference from the single-request answer {worst:.2g}")
             self.assertEqual(answered, len(outcomes) + len(bodies))
