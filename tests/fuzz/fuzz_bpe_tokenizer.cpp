@@ -9,7 +9,7 @@
 #include "flashdeberta/tokenizer/tokenizer.hpp"
 #include "fuzz_support.hpp"
 
-extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+FLASHDEBERTA_FUZZ_TARGET(bpe_tokenizer) {
   static flashdeberta::Tokenizer const tok = flashdeberta::load_tokenizer(FLASHDEBERTA_FIXTURE_DIR "/tokenizers/bpe");
   std::string_view input = flashdeberta::fuzz::as_text(data, size);
   flashdeberta::fuzz::EncodeRequest const request = flashdeberta::fuzz::take_encode_request(input);

@@ -14,7 +14,7 @@
 namespace fz = flashdeberta::fuzz;
 namespace tk = flashdeberta::tokenizer;
 
-extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+FLASHDEBERTA_FUZZ_TARGET(bpe_vocab) {
   static fz::ScratchDir const dir("fuzz_bpe_vocab");
   std::vector<std::string_view> const parts = fz::split_input(fz::as_text(data, size), 3);
   dir.write("vocab.json", parts[0]);

@@ -47,7 +47,7 @@ void check_batch(cli::TokenInput const& in, flashdeberta::ModelConfig const& con
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+FLASHDEBERTA_FUZZ_TARGET(cli_input) {
   static fz::ScratchDir const dir("fuzz_cli_input");
   dir.write("input.json", fz::as_text(data, size));
   cli::TokenInput input;

@@ -6,8 +6,9 @@
 #include <string_view>
 
 #include "flashdeberta/io/config_json.hpp"
+#include "fuzz_support.hpp"
 
-extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+FLASHDEBERTA_FUZZ_TARGET(config) {
   try {
     flashdeberta::ModelConfig const c =
         flashdeberta::parse_model_config(std::string_view(reinterpret_cast<char const*>(data), size), "fuzz");

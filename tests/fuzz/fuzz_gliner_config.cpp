@@ -6,8 +6,9 @@
 #include <string_view>
 
 #include "flashdeberta/gliner/gliner_config.hpp"
+#include "fuzz_support.hpp"
 
-extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+FLASHDEBERTA_FUZZ_TARGET(gliner_config) {
   try {
     flashdeberta::GlinerConfig const c =
         flashdeberta::parse_gliner_config(std::string_view(reinterpret_cast<char const*>(data), size), "fuzz");

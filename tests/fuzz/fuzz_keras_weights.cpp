@@ -8,6 +8,7 @@
 #include <string>
 
 #include "flashdeberta/io/zeromodels.hpp"
+#include "fuzz_support.hpp"
 
 namespace {
 
@@ -19,7 +20,7 @@ flashdeberta::io::ZeroModelsConfig const& fixture_config() {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+FLASHDEBERTA_FUZZ_TARGET(keras_weights) {
   namespace io = flashdeberta::io;
   try {
     io::KerasWeights const weights = io::KerasWeights::open_image(std::as_bytes(std::span(data, size)), "fuzz");

@@ -5,8 +5,9 @@
 #include <span>
 
 #include "flashdeberta/io/safetensors.hpp"
+#include "fuzz_support.hpp"
 
-extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+FLASHDEBERTA_FUZZ_TARGET(safetensors) {
   try {
     auto const file = flashdeberta::SafetensorsFile::parse(std::as_bytes(std::span(data, size)), "fuzz");
     // Reading every tensor proves the validated views stay inside the image.

@@ -33,7 +33,7 @@ bool within(std::size_t count) { return count <= kLimits.max_client_batch_size; 
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+FLASHDEBERTA_FUZZ_TARGET(server_request) {
   std::string_view const body = fz::as_text(data, size);
   try_route(body, server::parse_predict_request, [](auto const& r) {
     fz::fuzz_check(!r.inputs.empty() && within(r.inputs.size()), "/predict: inputs outside the limits taken");

@@ -37,7 +37,7 @@ fz::ScratchDir const& checkpoint_dir() {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+FLASHDEBERTA_FUZZ_TARGET(shard_index) {
   if (size == 0) return 0;
   fz::ScratchDir const& dir = checkpoint_dir();
   bool const torch = (data[0] & 1) != 0;

@@ -27,7 +27,7 @@ flashdeberta::Tokenizer load_lower_punct() {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+FLASHDEBERTA_FUZZ_TARGET(spm_tokenizer) {
   static flashdeberta::Tokenizer const plain = flashdeberta::load_tokenizer(FLASHDEBERTA_FIXTURE_DIR "/tokenizers/spm");
   static flashdeberta::Tokenizer const lower_punct = load_lower_punct();
   std::string_view input = flashdeberta::fuzz::as_text(data, size);

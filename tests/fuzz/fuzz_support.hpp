@@ -26,6 +26,32 @@
 
 namespace flashdeberta::fuzz {
 
+// Every target is a function of one program, flashdeberta_fuzz, which runs the target its name says: CMake
+// links fuzz_<name> to it, busybox-style (fuzz_main.cpp). One program compiles the parsers' headers once instead
+// of once per target. FLASHDEBERTA_FUZZ_TARGET(name) { ... } defines target fuzz_<name>'s input function, as
+// LLVMFuzzerTestOneInput would be (data, size; returns 0).
+using FuzzTarget = int (*)(std::uint8_t const* data, std::size_t size);
+
+struct FuzzTargetEntry {
+  char const* name;
+  FuzzTarget run;
+};
+
+inline std::vector<FuzzTargetEntry>& fuzz_targets() {
+  static std::vector<FuzzTargetEntry> targets;
+  return targets;
+}
+
+struct FuzzTargetRegistration {
+  FuzzTargetRegistration(char const* name, FuzzTarget run) { fuzz_targets().push_back({name, run}); }
+};
+
+#define FLASHDEBERTA_FUZZ_TARGET(name)                                                                    \
+  static int fuzz_target_##name(std::uint8_t const* data, std::size_t size);                              \
+  static ::flashdeberta::fuzz::FuzzTargetRegistration const fuzz_registration_##name("fuzz_" #name,       \
+                                                                                     fuzz_target_##name); \
+  static int fuzz_target_##name(std::uint8_t const* data, std::size_t size)
+
 // Separates the files (or the two texts of a pair) packed into one input. 0xFF never occurs in UTF-8,
 // so no valid JSON document, merges.txt or text needs it; libFuzzer finds it through the dictionaries.
 inline constexpr char kSeparator = '\xff';

@@ -37,7 +37,7 @@ std::string text_with_added_tokens(tk::Tokenizer const& tok) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+FLASHDEBERTA_FUZZ_TARGET(tokenizer_config) {
   static fz::ScratchDir const dir("fuzz_tokenizer_config");
   static auto const bpe = tk::Gpt2BpeModel::load(FLASHDEBERTA_FIXTURE_DIR "/tokenizers/bpe");
   std::vector<std::string_view> const parts = fz::split_input(fz::as_text(data, size), 3);

@@ -15,7 +15,7 @@
 
 namespace fz = flashdeberta::fuzz;
 
-extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+FLASHDEBERTA_FUZZ_TARGET(tokenizer_json) {
   static fz::ScratchDir const dir("fuzz_tokenizer_json");
   std::string_view input = fz::as_text(data, size);
   fz::EncodeRequest request = fz::take_encode_request(input);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "flashdeberta/io/torch_checkpoint.hpp"
+#include "fuzz_support.hpp"
 
 namespace {
 
@@ -38,7 +39,7 @@ void read_all(std::map<std::string, flashdeberta::TensorInfo, std::less<>> const
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+FLASHDEBERTA_FUZZ_TARGET(torch_pickle) {
   if (size == 0) return 0;
   auto const bytes = std::as_bytes(std::span(data + 1, size - 1));
   try {

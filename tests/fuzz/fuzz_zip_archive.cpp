@@ -12,7 +12,7 @@
 
 namespace fz = flashdeberta::fuzz;
 
-extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+FLASHDEBERTA_FUZZ_TARGET(zip_archive) {
   auto const image = std::as_bytes(std::span(data, size));
   try {
     auto const zip = flashdeberta::io::ZipArchive::parse(image, "fuzz");
