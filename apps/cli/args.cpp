@@ -270,10 +270,11 @@ std::optional<server::ServeOptions> parse_serve_options(std::span<char const* co
              "/embed's pooling of the last hidden states (default mean)");
   cli.choice("--forward-thread", o.forward_thread, "request|worker",
              {{"request", server::ForwardThread::kCaller}, {"worker", server::ForwardThread::kDedicated}},
-             "who runs a batch's forward: the thread of the request at the\n"
-             "queue's front (the default on the GPU: a lone request crosses no\n"
-             "thread), or one worker thread (the default on the CPU, whose forwards\n"
-             "keep per-thread OpenMP teams and oneDNN buffers)");
+             "who runs a forward: with request (the default on the GPU), a\n"
+             "request that finds the model idle and no other waiting runs its\n"
+             "batch on its own thread, else the worker thread does; with worker\n"
+             "(the default on the CPU, whose forwards keep per-thread OpenMP\n"
+             "teams and oneDNN buffers), always the worker");
   cli.option("--http-threads", o.http_threads, "N",
              "requests handled at once, on threads started as needed (default:\n"
              "--max-concurrent-requests + 8); connections cost no thread")

@@ -100,27 +100,28 @@ void RequestGate::leave() {
   if (wake) idle_.notify_all();
 }
 
-// One request's sequences on their way through the batches. `next`, `settled`, `lead` and `error` are guarded by
-// mutex_; `output`, `done` and `tokens_done` belong to the thread running the batches until `settled` is set,
-// after which the request's thread reads `output`.
+// One request's sequences on their way through the batches. `next`, `settled` and `error` are guarded by mutex_;
+// `output`, `done` and `tokens_done` belong to the thread running the batches until `settled` is set, after
+// which the request's thread reads `output`.
 struct BatchQueue::Job {
   std::vector<tokenizer::Encoding>* encodings = nullptr;
   std::size_t next = 0;          // the first sequence no batch has taken yet
   std::size_t done = 0;          // sequences whose rows are in `output`
   std::int64_t tokens_done = 0;  // their tokens: where the next rows' token indices start
   bool settled = false;          // `output` or `error` is final
-  bool lead = false;             // kCaller: this request's thread is to run the next batches
   std::exception_ptr error;
   HeadOutput output;
   Clock::time_point enqueued;
-  std::condition_variable changed;  // settled or lead
+  std::condition_variable changed;  // settled
 };
 
 BatchQueue::BatchQueue(runtime::Pipeline const& pipeline, std::int64_t max_batch_tokens, Metrics& metrics,
                        ForwardThread forward_thread)
-    : pipeline_(pipeline), max_batch_tokens_(max_batch_tokens), metrics_(metrics), forward_thread_(forward_thread) {
-  if (forward_thread_ == ForwardThread::kDedicated) worker_ = std::thread([this] { work(); });
-}
+    : pipeline_(pipeline),
+      max_batch_tokens_(max_batch_tokens),
+      metrics_(metrics),
+      forward_thread_(forward_thread),
+      worker_([this] { work(); }) {}
 
 BatchQueue::~BatchQueue() {
   stop();
@@ -139,14 +140,15 @@ HeadOutput BatchQueue::run(std::vector<tokenizer::Encoding>& encodings) const {
   ++callers_;
   queue_.push_back(job);
   queued_sequences_ += encodings.size();
-  if (forward_thread_ == ForwardThread::kDedicated) {
+  if (forward_thread_ == ForwardThread::kCaller && !forward_running_ && queue_.size() == 1) {
+    // Nothing runs and nothing else waits: this thread runs its request's batches (with whatever joins the
+    // queue meanwhile), then leaves what is queued to the worker.
+    while (!job->settled) run_next_batch(lock);
+    if (!queue_.empty()) wake_.notify_one();
+  } else {
     wake_.notify_one();
-  } else if (!leading_) {
-    leading_ = true;
-    job->lead = true;
+    job->changed.wait(lock, [&] { return job->settled; });
   }
-  job->changed.wait(lock, [&] { return job->settled || job->lead; });
-  if (!job->settled) lead(lock, *job);
   if (--callers_ == 0 && stopping_) left_.notify_all();
   if (job->error) std::rethrow_exception(job->error);  // the ApiError of a failed forward
   return std::move(job->output);
@@ -168,31 +170,19 @@ std::size_t BatchQueue::queued_sequences() const {
 void BatchQueue::work() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    wake_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+    wake_.wait(lock, [&] { return (!queue_.empty() && !forward_running_) || (stopping_ && queue_.empty()); });
     if (queue_.empty()) return;  // stopping, every request answered
-    std::vector<Slice> const slices = take_batch(lock);
-    lock.unlock();
-    run_and_settle(slices);
-    lock.lock();
+    run_next_batch(lock);
   }
 }
 
-// Batches from the front of the queue until `own` is done (its sequences are in the queue, so every batch
-// moves it forward), then the lead passes to the request at the front, or lapses when none is queued.
-void BatchQueue::lead(std::unique_lock<std::mutex>& lock, Job& own) const {
-  while (!own.settled) {
-    std::vector<Slice> const slices = take_batch(lock);
-    lock.unlock();
-    run_and_settle(slices);
-    lock.lock();
-  }
-  own.lead = false;
-  if (queue_.empty()) {
-    leading_ = false;
-  } else {
-    queue_.front()->lead = true;
-    queue_.front()->changed.notify_one();
-  }
+void BatchQueue::run_next_batch(std::unique_lock<std::mutex>& lock) const {
+  forward_running_ = true;
+  std::vector<Slice> const slices = take_batch(lock);
+  lock.unlock();
+  run_and_settle(slices);
+  lock.lock();
+  forward_running_ = false;
 }
 
 std::vector<BatchQueue::Slice> BatchQueue::take_batch(std::unique_lock<std::mutex>&) const {

@@ -7,14 +7,12 @@
 // forward: a checkpoint has one head, and /predict, /rerank and /zero-shot all read the same
 // sequence-classification logits, so they batch together.
 //
-// Who runs the forwards (ForwardThread):
-// - kDedicated: one worker thread per model, for the host backends, whose forwards keep per-thread state
-//   (an OpenMP team per calling thread, oneDNN's scratch buffers) that one thread keeps warm and bounded.
-// - kCaller: the requests' own threads, one at a time (leader and followers), for the GPU, where a forward is
-//   launches and a wait: the thread of a request that finds no forward running runs the batch itself and
-//   answers without waking anyone; a request that arrives during a forward waits, and when the running
-//   thread's own request is done, it hands the next batches to the thread of the request at the queue's front.
-//   A lone client's request then crosses no thread between its tokenizing and its answer.
+// Who runs the forwards (ForwardThread): one worker thread per model, which takes a batch whenever requests wait
+// and no forward runs; with kCaller (the GPU's default), a request that finds no forward running and nothing
+// queued runs its batch on its own thread instead, so that a lone client's request crosses no thread between
+// its tokens and its answer, while under load the worker batches as before. The host backends keep every
+// forward on the worker (kDedicated): a host forward keeps per-thread state (an OpenMP team per calling
+// thread, oneDNN's scratch buffers) that one thread keeps warm and bounded.
 //
 // RequestGate bounds what is admitted at all (--max-concurrent-requests): a request that finds it full
 // is answered 429 at once instead of waiting behind the others.
@@ -88,11 +86,10 @@ enum class ForwardThread { kDedicated, kCaller };
 // The server's runtime::HeadRunner: what the routes' task runs go through.
 class BatchQueue final : public runtime::HeadRunner {
  public:
-  // Starts the worker thread for kDedicated. A masked LM's forwards compute the logits of its mask tokens
-  // only (fill-mask).
+  // Starts the worker thread. A masked LM's forwards compute the logits of its mask tokens only (fill-mask).
   BatchQueue(runtime::Pipeline const& pipeline, std::int64_t max_batch_tokens, Metrics& metrics,
              ForwardThread forward_thread);
-  ~BatchQueue();  // stop(), then joins the worker or waits for the requests' threads to leave
+  ~BatchQueue();  // stop(), then joins the worker and waits for the requests' threads to leave
   BatchQueue(BatchQueue const&) = delete;
   BatchQueue& operator=(BatchQueue const&) = delete;
 
@@ -118,9 +115,10 @@ class BatchQueue final : public runtime::HeadRunner {
     std::size_t end = 0;
   };
 
-  void work();                                                              // the dedicated worker's loop
-  void lead(std::unique_lock<std::mutex>& lock, Job& own) const;            // kCaller: batches until `own` is done
-  std::vector<Slice> take_batch(std::unique_lock<std::mutex>& lock) const;  // from the front; mutex_ held
+  void work();  // the worker's loop
+  // Takes a batch from the front of the queue and runs it; mutex_ held on entry and return, not while it runs.
+  void run_next_batch(std::unique_lock<std::mutex>& lock) const;
+  std::vector<Slice> take_batch(std::unique_lock<std::mutex>& lock) const;  // mutex_ held
   // Runs a batch (mutex_ not held), then settles the requests it completes, or fails all of its requests.
   void run_and_settle(std::vector<Slice> const& slices) const;
   void run_batch(std::vector<Slice> const& slices) const;
@@ -131,12 +129,12 @@ class BatchQueue final : public runtime::HeadRunner {
   Metrics& metrics_;
   ForwardThread forward_thread_;
   mutable std::mutex mutex_;
-  mutable std::condition_variable wake_;  // the dedicated worker's: work queued or stop
+  mutable std::condition_variable wake_;  // the worker's: work queued, a forward ended, or stop
   mutable std::condition_variable left_;  // the destructor's: the last request's thread left run()
   mutable std::deque<std::shared_ptr<Job>> queue_;
   mutable std::size_t queued_sequences_ = 0;
-  mutable std::size_t callers_ = 0;  // threads inside run()
-  mutable bool leading_ = false;     // kCaller: a request's thread is running the batches
+  mutable std::size_t callers_ = 0;       // threads inside run()
+  mutable bool forward_running_ = false;  // by the worker or a request's thread
   mutable bool stopping_ = false;
   std::thread worker_;  // last: started once everything above exists
 };

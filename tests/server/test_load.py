@@ -74,8 +74,8 @@ class Load(unittest.TestCase):
         self.check_clients_get_the_single_request_answers(CLIENTS, REQUESTS_PER_CLIENT)
 
     def test_forwards_on_the_requests_threads_give_the_same_answers(self):
-        """--forward-thread request (the GPU's default): the batches run on the waiting requests' own threads,
-        the lead passing from request to request; 32 clients, fewer rounds."""
+        """--forward-thread request (the GPU's default): a request that finds the model idle runs its batch on its
+        own thread, the others wait for the worker; 32 clients, fewer rounds."""
         self.check_clients_get_the_single_request_answers(32, 20, "--forward-thread", "request")
 
     def check_clients_get_the_single_request_answers(self, clients, per_client, *server_args):
