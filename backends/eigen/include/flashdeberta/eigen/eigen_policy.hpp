@@ -14,6 +14,7 @@
 
 #include "flashdeberta/core/host_buffer.hpp"
 #include "flashdeberta/eigen/eigen_linear.hpp"
+#include "flashdeberta/eigen/free_cores.hpp"
 #include "flashdeberta/eigen/ops/attention_eager.hpp"
 #include "flashdeberta/eigen/ops/attention_flash.hpp"
 #include "flashdeberta/eigen/ops/dense_ops.hpp"
@@ -58,7 +59,7 @@ class OmpThreadsScope {
 }  // namespace eigen_detail
 
 struct EigenOptions {
-  int threads = 0;  // <= 0: every core OpenMP reports
+  int threads = 0;  // <= 0: every core OpenMP reports, less those other processes keep busy (free_cores.hpp)
   // The encoder's linear layers: F32, BF16 (bf16 inputs and weights, float32 sums) or I8 (dynamic int8
   // quantization), the last two through oneDNN (docs/host-dtypes.md). Everything else computes in float32.
   DType linear_dtype = DType::kF32;
@@ -66,22 +67,26 @@ struct EigenOptions {
   F32Linear f32_linear = F32Linear::kAuto;
 };
 
-// Thread safety: a thread count and nothing else; any number of threads may share one. Every calling thread
-// opens OpenMP teams of threads() threads of its own, so size callers x threads to the cores
-// (docs/thread-safety.md).
+// Thread safety: a thread count (and, when the count was left to it, the shared measure of free cores) and
+// nothing else; any number of threads may share one. Every calling thread opens OpenMP teams of up to threads()
+// threads of its own, so size callers x threads to the cores (docs/thread-safety.md).
 class EigenPolicy {
  public:
   using Buffer = HostBuffer;
 
-  // threads <= 0 uses every core OpenMP reports.
-  explicit EigenPolicy(int threads = 0) : threads_(resolve_threads(threads)) {}
+  // threads <= 0 uses every core OpenMP reports, each operation as many of them as other processes leave free.
+  explicit EigenPolicy(int threads = 0) : threads_(resolve_threads(threads)), free_cores_(free_cores_for(threads)) {}
   explicit EigenPolicy(EigenOptions const& options)
       : threads_(resolve_threads(options.threads)),
+        free_cores_(free_cores_for(options.threads)),
         linear_dtype_(eigen_detail::checked_linear_dtype(options.linear_dtype)),
         f32_on_onednn_(eigen_detail::f32_linear_on_onednn(options.f32_linear)) {}
 
   static char const* name() { return "eigen"; }
-  int threads() const { return threads_; }
+  int threads() const { return threads_; }  // the most an operation uses
+  // What the next operation uses: threads(), or when the count was left to the policy, the cores other processes
+  // leave free (free_cores.hpp).
+  int active_threads() const { return free_cores_ ? free_cores_->threads(threads_) : threads_; }
   DType compute_dtype() const { return DType::kF32; }
   DType linear_dtype() const { return linear_dtype_; }
 
@@ -97,7 +102,8 @@ class EigenPolicy {
   // Load-time host loops (host_adoption.hpp's SplitsHostWork: converting float16 weights) on this policy's
   // threads, each taking at least a quarter of a million elements (about a page-fault-bound millisecond).
   void for_each_host_range(std::int64_t count, std::function<void(std::int64_t, std::int64_t)> const& body) const {
-    eigen_ops::OpThreads const team = eigen_ops::threads_for(static_cast<double>(count), 256.0 * 1024.0, threads_);
+    eigen_ops::OpThreads const team =
+        eigen_ops::threads_for(static_cast<double>(count), 256.0 * 1024.0, active_threads());
     eigen_ops::run_workers(
         team, [&](int worker, int workers) { body(count * worker / workers, count * (worker + 1) / workers); });
   }
@@ -121,43 +127,51 @@ class EigenPolicy {
   }
 
   void gemm(GemmArgs const& args) const {
-    eigen_detail::OmpThreadsScope const scope(threads_);
-    eigen_ops::gemm(args, threads_);
+    int const threads = active_threads();
+    eigen_detail::OmpThreadsScope const scope(threads);
+    eigen_ops::gemm(args, threads);
   }
   // Linear layers (prepared_linear.hpp): the weight converted or quantized and packed for oneDNN once, at load;
   // nothing for float32 on Eigen.
   using PreparedLinear = eigen_detail::PreparedLinear;
   PreparedLinear prepare_linear(MatrixRef const& weight) const {
-    eigen_detail::OmpThreadsScope const scope(threads_);
-    return eigen_detail::prepare_linear(weight, linear_dtype_, f32_on_onednn_, threads_);
+    int const threads = active_threads();
+    eigen_detail::OmpThreadsScope const scope(threads);
+    return eigen_detail::prepare_linear(weight, linear_dtype_, f32_on_onednn_, threads);
   }
   void gemm(GemmArgs const& args, PreparedLinear const& prepared) const {
-    eigen_detail::OmpThreadsScope const scope(threads_);
-    eigen_detail::gemm_prepared(args, prepared, threads_);
+    int const threads = active_threads();
+    eigen_detail::OmpThreadsScope const scope(threads);
+    eigen_detail::gemm_prepared(args, prepared, threads);
   }
   void layer_norm(LayerNormArgs const& args) const {
-    eigen_detail::OmpThreadsScope const scope(threads_);
-    eigen_ops::layer_norm(args, threads_);
+    int const threads = active_threads();
+    eigen_detail::OmpThreadsScope const scope(threads);
+    eigen_ops::layer_norm(args, threads);
   }
   void embedding(EmbeddingArgs const& args) const {
-    eigen_detail::OmpThreadsScope const scope(threads_);
-    eigen_ops::embedding(args, threads_);
+    int const threads = active_threads();
+    eigen_detail::OmpThreadsScope const scope(threads);
+    eigen_ops::embedding(args, threads);
   }
   void conv1d(Conv1dArgs const& args) const {
-    eigen_detail::OmpThreadsScope const scope(threads_);
-    eigen_ops::conv1d(args, threads_);
+    int const threads = active_threads();
+    eigen_detail::OmpThreadsScope const scope(threads);
+    eigen_ops::conv1d(args, threads);
   }
   void disentangled_attention(AttentionArgs const& args) const {
-    eigen_detail::OmpThreadsScope const scope(threads_);
+    int const threads = active_threads();
+    eigen_detail::OmpThreadsScope const scope(threads);
     if (args.impl == AttentionImpl::kEager) {
-      eigen_ops::attention_eager(args, threads_);
+      eigen_ops::attention_eager(args, threads);
     } else {
-      eigen_ops::attention_flash(args, threads_);
+      eigen_ops::attention_flash(args, threads);
     }
   }
   void lstm_cell(LstmCellArgs const& args) const {
-    eigen_detail::OmpThreadsScope const scope(threads_);
-    eigen_ops::lstm_cell(args, threads_);
+    int const threads = active_threads();
+    eigen_detail::OmpThreadsScope const scope(threads);
+    eigen_ops::lstm_cell(args, threads);
   }
   void fence() const {}  // every operation is synchronous
 
@@ -196,6 +210,9 @@ class EigenPolicy {
   }
 
  private:
+  static std::shared_ptr<eigen_detail::FreeCores> free_cores_for(int requested) {
+    return requested > 0 ? nullptr : std::make_shared<eigen_detail::FreeCores>(resolve_threads(requested));
+  }
   static int resolve_threads(int requested) {
     if (requested > 0) return requested;
 #if defined(_OPENMP)
@@ -206,6 +223,7 @@ class EigenPolicy {
   }
 
   int threads_;
+  std::shared_ptr<eigen_detail::FreeCores> free_cores_;  // null when the caller chose the count
   DType linear_dtype_ = DType::kF32;
   bool f32_on_onednn_ = eigen_detail::kHasOnednn;
 };
