@@ -68,7 +68,8 @@ ModelService::ModelService(ServeOptions const& options, Metrics& metrics)
                               " is more than --max-batch-tokens " + std::to_string(options.max_batch_tokens) +
                               ", so one input could not fit a batch; raise --max-batch-tokens or lower it");
   }
-  // The GPU's forwards run on the requests' own threads (batch_queue.hpp), the host backends' on one worker.
+  // On the GPU a request that finds the model idle runs its batch itself (batch_queue.hpp); the host backends'
+  // forwards all stay on the worker.
   ForwardThread const forward_thread = options.forward_thread.value_or(
       options.runtime.backend == runtime::BackendKind::kCuda ? ForwardThread::kCaller : ForwardThread::kDedicated);
   queue_ = std::make_unique<BatchQueue>(*pipeline_, options.max_batch_tokens, metrics, forward_thread);

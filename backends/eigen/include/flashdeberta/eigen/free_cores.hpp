@@ -25,7 +25,6 @@
 #include <limits>
 #include <mutex>
 #include <optional>
-#include <string>
 
 namespace flashdeberta::eigen_detail {
 
