@@ -139,6 +139,18 @@ struct AttentionArgs {
   MatrixRef out;                                 // (T, A), head h at columns h * head_size
   SequenceLayout sequences;
   AttentionImpl impl = AttentionImpl::kFlash;
+  // (num_heads, T) float32, or null: where a policy that supports it writes each row's log-sum-exp of S (natural
+  // log), which the training backward reads instead of recomputing it (training_op_args.hpp).
+  float* lse = nullptr;
+  // Training only: inverted dropout on the probabilities after the softmax (HF's attention_probs_dropout_prob),
+  //   out_i = sum_j P[h, i, j] m[h, i, j] / (1 - dropout) v_j,
+  //   m[h, i, j] = dropout_uniform(dropout_seed, dropout_offset + (h T + i) max_seqlen + (j - first_j)) >= dropout
+  // (training_op_args.hpp) with i the packed query, j - first_j the key's index in its sequence, T and max_seqlen
+  // those of `sequences`: a call draws from num_heads * T * max_seqlen counters, which the caller reserves. lse
+  // stays that of the undropped S; the backward (AttentionBackwardArgs::forward) redraws the same mask. 0: off.
+  float dropout = 0.0f;
+  std::uint64_t dropout_seed = 0;
+  std::uint64_t dropout_offset = 0;
 };
 
 // How q, k and v sit in one fused (T, 3A) projection: v1's in_proj interleaves them per head

@@ -361,6 +361,11 @@ class CudaPolicy {
 
  private:
   void attend(AttentionArgs const& a, cuda_kernels::ByDiffTables const& prepared) const {
+    // Training's attention dropout and log-sum-exp are host-only so far: refused rather than silently skipped.
+    FLASHDEBERTA_REQUIRE(a.dropout == 0.0f && a.lse == nullptr,
+                         "CudaPolicy: attention dropout (" << a.dropout
+                                                           << ") and the log-sum-exp output are "
+                                                              "training features the CUDA kernels do not have yet");
     context_->activate();
     if (a.impl == AttentionImpl::kEager) {
       cuda_kernels::attention_eager(a, context_->limits, stream());

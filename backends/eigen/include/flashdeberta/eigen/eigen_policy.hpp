@@ -15,13 +15,16 @@
 #include "flashdeberta/core/host_buffer.hpp"
 #include "flashdeberta/eigen/eigen_linear.hpp"
 #include "flashdeberta/eigen/free_cores.hpp"
+#include "flashdeberta/eigen/ops/attention_backward.hpp"
 #include "flashdeberta/eigen/ops/attention_eager.hpp"
 #include "flashdeberta/eigen/ops/attention_flash.hpp"
 #include "flashdeberta/eigen/ops/dense_ops.hpp"
+#include "flashdeberta/eigen/ops/training_ops.hpp"
 #include "flashdeberta/policy/concepts.hpp"
 #include "flashdeberta/policy/host_adoption.hpp"
 #include "flashdeberta/policy/host_memory.hpp"
 #include "flashdeberta/policy/prepared_linear.hpp"
+#include "flashdeberta/policy/training_concepts.hpp"
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -175,6 +178,28 @@ class EigenPolicy {
   }
   void fence() const {}  // every operation is synchronous
 
+  // Training (training_op_args.hpp), float32 throughout.
+  void linear_backward(LinearBackwardArgs const& args) const { run(eigen_ops::linear_backward, args); }
+  void layer_norm_backward(LayerNormBackwardArgs const& args) const { run(eigen_ops::layer_norm_backward, args); }
+  void activation(ActivationArgs const& args) const { run(eigen_ops::activation, args); }
+  void embedding_backward(EmbeddingBackwardArgs const& args) const { run(eigen_ops::embedding_backward, args); }
+  void conv1d_backward(Conv1dBackwardArgs const& args) const { run(eigen_ops::conv1d_backward, args); }
+  void disentangled_attention_backward(AttentionBackwardArgs const& args) const {
+    run(eigen_ops::attention_backward, args);
+  }
+  void dropout(DropoutArgs const& args) const { run(eigen_ops::dropout, args); }
+  void adamw(AdamWArgs const& args) const { run(eigen_ops::adamw, args); }
+  void fill(MatrixRef const& out, float value) const {
+    int const threads = active_threads();
+    eigen_detail::OmpThreadsScope const scope(threads);
+    eigen_ops::fill(out, value, threads);
+  }
+  double sum_of_squares(float const* values, std::int64_t count) const {
+    int const threads = active_threads();
+    eigen_detail::OmpThreadsScope const scope(threads);
+    return eigen_ops::sum_of_squares(values, count, threads);
+  }
+
   std::optional<std::int64_t> available_memory_bytes() const { return host_available_memory_bytes(); }
 
   // What attention_eager / attention_flash allocate for themselves, from their buffers (ops/): eager holds,
@@ -210,6 +235,14 @@ class EigenPolicy {
   }
 
  private:
+  // op(args, threads) within this policy's OpenMP thread count.
+  template <class Args>
+  void run(void (*op)(Args const&, int), Args const& args) const {
+    int const threads = active_threads();
+    eigen_detail::OmpThreadsScope const scope(threads);
+    op(args, threads);
+  }
+
   static std::shared_ptr<eigen_detail::FreeCores> free_cores_for(int requested) {
     return requested > 0 ? nullptr : std::make_shared<eigen_detail::FreeCores>(resolve_threads(requested));
   }
@@ -232,5 +265,6 @@ static_assert(ExecutionPolicy<EigenPolicy>);
 static_assert(ReportsAvailableMemory<EigenPolicy> && ReportsAttentionWorkspace<EigenPolicy>);
 static_assert(PreparesLinearWeights<EigenPolicy>);
 static_assert(AdoptsHostMemory<EigenPolicy>);
+static_assert(TrainingPolicy<EigenPolicy>);
 
 }  // namespace flashdeberta

@@ -15,12 +15,15 @@
 #include <type_traits>
 #include <utility>
 
+#include "flashdeberta/kokkos/ops/attention_backward.hpp"
 #include "flashdeberta/kokkos/ops/attention_eager.hpp"
 #include "flashdeberta/kokkos/ops/attention_flash.hpp"
 #include "flashdeberta/kokkos/ops/dense_ops.hpp"
 #include "flashdeberta/kokkos/ops/gemm.hpp"
+#include "flashdeberta/kokkos/ops/training_ops.hpp"
 #include "flashdeberta/policy/concepts.hpp"
 #include "flashdeberta/policy/host_memory.hpp"
+#include "flashdeberta/policy/training_concepts.hpp"
 
 namespace flashdeberta {
 
@@ -51,6 +54,10 @@ class KokkosBuffer {
   KokkosBuffer& operator=(KokkosBuffer const&) = delete;
 
   void* data() const { return storage_.data(); }
+  template <class T>
+  T* as() const {  // as HostBuffer::as: a typed pointer into MemorySpace, for the training layers' op arguments
+    return static_cast<T*>(data());
+  }
   std::int64_t size() const { return size_; }
   DType dtype() const { return dtype_; }
   std::size_t size_bytes() const { return static_cast<std::size_t>(size_) * dtype_size(dtype_); }
@@ -166,6 +173,31 @@ class KokkosPolicy {
   }
   void fence() const { space_.fence(); }
 
+  // Training (training_op_args.hpp), float32 throughout; deterministic: no atomics, every sum in an order fixed by
+  // the shapes (ops/training_ops.hpp, ops/attention_backward.hpp).
+  void linear_backward(LinearBackwardArgs const& args) const { run(kokkos_ops::linear_backward<ExecSpace>, args); }
+  void layer_norm_backward(LayerNormBackwardArgs const& args) const {
+    run(kokkos_ops::layer_norm_backward<ExecSpace>, args);
+  }
+  void activation(ActivationArgs const& args) const { run(kokkos_ops::activation<ExecSpace>, args); }
+  void embedding_backward(EmbeddingBackwardArgs const& args) const {
+    run(kokkos_ops::embedding_backward<ExecSpace>, args);
+  }
+  void conv1d_backward(Conv1dBackwardArgs const& args) const { run(kokkos_ops::conv1d_backward<ExecSpace>, args); }
+  void disentangled_attention_backward(AttentionBackwardArgs const& args) const {
+    run(kokkos_ops::attention_backward<ExecSpace>, args);
+  }
+  void dropout(DropoutArgs const& args) const { run(kokkos_ops::dropout<ExecSpace>, args); }
+  void adamw(AdamWArgs const& args) const { run(kokkos_ops::adamw<ExecSpace>, args); }
+  void fill(MatrixRef const& out, float value) const {
+    auto const lock = kokkos_detail::launch_lock<ExecSpace>();
+    kokkos_ops::fill(space_, out, value);
+  }
+  double sum_of_squares(float const* values, std::int64_t count) const {
+    auto const lock = kokkos_detail::launch_lock<ExecSpace>();
+    return kokkos_ops::sum_of_squares(space_, values, count);
+  }
+
   // Host memory spaces report what the host has available; Kokkos has no portable query for device memory,
   // so device spaces report nothing (and the model does not refuse on memory grounds there).
   std::optional<std::int64_t> available_memory_bytes() const {
@@ -186,6 +218,13 @@ class KokkosPolicy {
   }
 
  private:
+  // op(space, args) under the launch lock.
+  template <class Args>
+  void run(void (*op)(ExecSpace const&, Args const&), Args const& args) const {
+    auto const lock = kokkos_detail::launch_lock<ExecSpace>();
+    op(space_, args);
+  }
+
   template <class T>
   static Kokkos::View<T*, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>> device_view(Buffer const& buffer) {
     return Kokkos::View<T*, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
@@ -208,5 +247,6 @@ class KokkosPolicy {
 
 static_assert(ExecutionPolicy<KokkosPolicy<>>);
 static_assert(ReportsAvailableMemory<KokkosPolicy<>> && ReportsAttentionWorkspace<KokkosPolicy<>>);
+static_assert(TrainingPolicy<KokkosPolicy<>>);
 
 }  // namespace flashdeberta

@@ -1,6 +1,7 @@
 // Eager host attention: materializes the (L, L) scores of one head at a time, in HF's order of operations
 // (deberta-spec 4.2): content = q . (k / scale)^T; c2p and p2c formed as full (L, 2k) products, gathered
-// through an (L, L) index matrix and divided by scale; softmax; probabilities . v. The reference path.
+// through an (L, L) index matrix and divided by scale; softmax; dropout (training, AttentionArgs::dropout);
+// probabilities . v. The reference path.
 #pragma once
 
 #include <cmath>
@@ -15,6 +16,7 @@ inline void attention_eager(AttentionArgs const& a, int threads) {
   std::int64_t const d = a.head_size;
   bool const c2p = !a.pos_key.empty();
   bool const p2c = !a.pos_query.empty();
+  ProbsDropout const drop(a);
   for (std::int64_t b = 0; b < a.sequences.batch; ++b) {
     std::int64_t const first = a.sequences.cu_seqlens[b];
     std::int64_t const length = a.sequences.cu_seqlens[b + 1] - first;
@@ -52,11 +54,15 @@ inline void attention_eager(AttentionArgs const& a, int threads) {
           }
         }
       }
+      float* lse = a.lse != nullptr ? a.lse + h * a.sequences.total_tokens + first : nullptr;  // (L) or null
       for (std::int64_t i = 0; i < length; ++i) {
         auto row = scores.row(i);
         float const max = row.maxCoeff();
         row = (row.array() - max).exp();
-        row /= row.sum();
+        float const sum = row.sum();
+        row /= sum;
+        if (lse != nullptr) lse[i] = max + std::log(sum);
+        if (drop.active()) drop.apply(row.data(), length, drop.row_counter(h, first + i));  // after lse: undropped
       }
       view.out.noalias() = scores * view.v;
     }

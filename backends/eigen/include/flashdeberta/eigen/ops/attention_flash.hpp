@@ -11,7 +11,8 @@
 // Batches with holes in their positions (masked tokens inside a sequence) take a per-element path.
 // With AVX-512 and head size 64 (flash_microkernel.hpp), K, V and the relative tables are packed once per
 // head and the score tile, p.v, c2p, p2c and the softmax step use hand-written register-tiled kernels; the
-// one dispatch point is PackedHead::enabled (else Eigen's products, any head size, any ISA).
+// one dispatch point is PackedHead::enabled (else Eigen's products, any head size, any ISA). Dropout on the
+// probabilities (training) runs on both paths: a tile is masked between the softmax step and p.v (drop_tile).
 #pragma once
 
 #include <algorithm>
@@ -144,10 +145,22 @@ inline void add_position_terms_general(AttentionArgs const& a, PositionTerms con
   }
 }
 
+// The tile's probabilities (w.scores) times m / (1 - p) of their pairs (ProbsDropout), after the softmax step.
+inline void drop_tile(ProbsDropout const& drop, FlashWorkspace& w, std::int64_t first, std::int64_t i0,
+                      std::int64_t rows, std::int64_t j0, std::int64_t cols, std::int64_t head) {
+  std::uint64_t const counter = drop.row_counter(head, first + i0) + static_cast<std::uint64_t>(j0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    drop.apply(&w.scores(r, 0), cols, counter + static_cast<std::uint64_t>(r * drop.stride));
+}
+
 // One query block of one head against all keys of its sequence: the flash mainloop.
+// lse: the (L) log-sum-exp row of this head and sequence in args.lse, or null. first: the sequence's first token.
+// With dropout, each tile's exp(S - max) is summed undropped into row_sum (so lse and the normalization are those
+// of the undropped softmax), then masked and scaled in place before p.v, on the micro-kernel path as on Eigen's.
 inline void attend_query_block(AttentionArgs const& a, HeadViews& view, PositionTerms const& terms,
-                               PackedHead const& packed, std::int32_t const* pos, bool contiguous, std::int64_t length,
-                               std::int64_t i0, std::int64_t head, FlashWorkspace& w) {
+                               PackedHead const& packed, ProbsDropout const& drop, std::int32_t const* pos,
+                               bool contiguous, std::int64_t length, std::int64_t first, std::int64_t i0,
+                               std::int64_t head, FlashWorkspace& w, float* lse) {
   using Tile = HostFlashTile;
   std::int64_t const rows = std::min(Tile::kBlockQ, length - i0);
   float const inv_scale = 1.0f / a.scale;
@@ -192,6 +205,7 @@ inline void attend_query_block(AttentionArgs const& a, HeadViews& view, Position
         w.row_sum[r] = w.row_sum[r] * correction + sum;
         if (correction != 1.0f) acc.row(r) *= correction;
       }
+      if (drop.active()) drop_tile(drop, w, first, i0, rows, j0, cols, head);
       pv_tile(w.scores.data(), Tile::kBlockK, packed.v.data(), j0, rows, cols, w.acc.data());  // compute_pv
       continue;
     }
@@ -205,9 +219,13 @@ inline void attend_query_block(AttentionArgs const& a, HeadViews& view, Position
       if (correction != 1.0f) acc.row(r) *= correction;
       w.row_max[r] = new_max;
     }
+    if (drop.active()) drop_tile(drop, w, first, i0, rows, j0, cols, head);
     acc.noalias() += tile * view.v.middleRows(j0, cols);  // compute_pv
   }
   view.out.middleRows(i0, rows) = w.row_sum.head(rows).cwiseInverse().asDiagonal() * acc;  // write_o
+  if (lse != nullptr) {  // the scores were formed from q / scale: already in the units of S
+    for (std::int64_t r = 0; r < rows; ++r) lse[i0 + r] = w.row_max[r] + std::log(w.row_sum[r]);
+  }
 }
 
 // Multiply-adds of q.k^T, p.v, c2p and p2c over the batch: what sizes the team.
@@ -233,6 +251,7 @@ inline void attention_flash(AttentionArgs const& args, int policy_threads) {
   std::int64_t const slots = c2p ? a.pos_key.rows : (p2c ? a.pos_query.rows : 1);
   std::int64_t const max_length = a.sequences.max_seqlen;
   bool const contiguous = a.sequences.contiguous_positions;
+  ProbsDropout const drop(a);
   auto sequence = [&](std::int64_t b) {
     return std::pair{std::int64_t{a.sequences.cu_seqlens[b]}, std::int64_t{a.sequences.cu_seqlens[b + 1]}};
   };
@@ -262,9 +281,10 @@ inline void attention_flash(AttentionArgs const& args, int policy_threads) {
         packed.pack_relative(a, h);
         if (p2c) table.project(a, view, terms, h, 0, last - first, packed.relative ? packed.query_rel.data() : nullptr);
         packed.pack(view, 0, last - first);
+        float* lse = a.lse != nullptr ? a.lse + h * a.sequences.total_tokens + first : nullptr;
         for (std::int64_t i0 = 0; i0 < last - first; i0 += Tile::kBlockQ)
-          detail::attend_query_block(a, view, terms, packed, a.sequences.positions + first, contiguous, last - first,
-                                     i0, h, workspace);
+          detail::attend_query_block(a, view, terms, packed, drop, a.sequences.positions + first, contiguous,
+                                     last - first, first, i0, h, workspace, lse);
       }
     });
     return;
@@ -292,10 +312,11 @@ inline void attention_flash(AttentionArgs const& args, int policy_threads) {
             packed.pack(view, j0, n);
           }
         }  // implicit barrier: every block below reads all of the table and the packed head
+        float* lse = a.lse != nullptr ? a.lse + h * a.sequences.total_tokens + first : nullptr;
 #pragma omp for schedule(dynamic, 1)
         for (std::int64_t qb = 0; qb < blocks; ++qb)
-          detail::attend_query_block(a, view, terms, packed, a.sequences.positions + first, contiguous, length,
-                                     qb * Tile::kBlockQ, h, workspace);
+          detail::attend_query_block(a, view, terms, packed, drop, a.sequences.positions + first, contiguous, length,
+                                     first, qb * Tile::kBlockQ, h, workspace, lse);
         // implicit barrier: the table is overwritten for the next head
       }
     }

@@ -1,11 +1,41 @@
 // Pieces shared by the eager and flash Kokkos attention: argument checks, the per-token projection onto
-// the relative table, and the slot look-up.
+// the relative table, the slot look-up, and the dropout mask of the probabilities (training).
 #pragma once
 
 #include "flashdeberta/kokkos/ops/common.hpp"
 #include "flashdeberta/policy/op_args.hpp"
+#include "flashdeberta/policy/training_op_args.hpp"
 
 namespace flashdeberta::kokkos_ops {
+
+// The natural log of the row sums the forwards write to AttentionArgs::lse (common.hpp has the other functions).
+namespace math {
+#if KOKKOS_VERSION >= 30700
+using Kokkos::log;
+#else
+using Kokkos::Experimental::log;
+#endif
+}  // namespace math
+
+// The dropout of the attention probabilities (AttentionArgs::dropout, training): the mask of pair (h, i, j) is a
+// pure function of its counter, (h T + i) max_seqlen + (j - first_j) past the offset, so the forwards and the
+// backward redraw it tile by tile.
+struct ProbsDropout {
+  float probability = 0.0f;
+  float keep_scale = 1.0f;  // 1 / (1 - probability), on the kept probabilities
+  std::uint64_t seed = 0;
+  std::uint64_t offset = 0;
+  std::int64_t tokens = 0;  // T
+  std::int64_t stride = 0;  // max_seqlen: counters between consecutive query rows
+
+  KOKKOS_INLINE_FUNCTION bool active() const { return probability > 0.0f; }
+
+  // m / (1 - p) of head h's pair (packed query token, key `key` of its sequence): keep_scale or 0.
+  KOKKOS_INLINE_FUNCTION float factor(std::int64_t h, std::int64_t token, std::int64_t key) const {
+    auto const counter = offset + static_cast<std::uint64_t>((h * tokens + token) * stride + key);
+    return dropout_uniform(seed, counter) >= probability ? keep_scale : 0.0f;
+  }
+};
 
 // What an attention kernel reads, as plain device-copyable values.
 struct AttentionProblem {
@@ -24,6 +54,7 @@ struct AttentionProblem {
   float scale = 1.0f;
   std::int32_t const* cu_seqlens = nullptr;  // (B + 1)
   std::int32_t const* positions = nullptr;   // (T)
+  ProbsDropout drop;
 
   // The relative-table row of the pair (query at position pi, key at position pj).
   KOKKOS_INLINE_FUNCTION std::int32_t slot(std::int64_t pi, std::int64_t pj) const {
@@ -42,6 +73,8 @@ inline AttentionProblem attention_problem(AttentionArgs const& a) {
   p.head_stride = a.head_stride;
   p.c2p = !a.pos_key.empty();
   p.p2c = !a.pos_query.empty();
+  FLASHDEBERTA_REQUIRE(a.dropout >= 0.0f && a.dropout < 1.0f,
+                       "attention dropout (attention_probs_dropout_prob) must lie in [0, 1), not " << a.dropout);
   FLASHDEBERTA_REQUIRE(a.head_size > 0 && a.num_heads > 0,
                        "attention with " << a.num_heads << " heads of size " << a.head_size);
   FLASHDEBERTA_REQUIRE(
@@ -57,6 +90,12 @@ inline AttentionProblem attention_problem(AttentionArgs const& a) {
   p.scale = a.scale;
   p.cu_seqlens = a.sequences.cu_seqlens;
   p.positions = a.sequences.positions;
+  p.drop.probability = a.dropout;
+  p.drop.keep_scale = 1.0f / (1.0f - a.dropout);
+  p.drop.seed = a.dropout_seed;
+  p.drop.offset = a.dropout_offset;
+  p.drop.tokens = a.sequences.total_tokens;
+  p.drop.stride = a.sequences.max_seqlen;
   return p;
 }
 

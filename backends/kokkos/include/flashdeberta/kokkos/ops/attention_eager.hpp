@@ -1,6 +1,7 @@
 // Eager Kokkos attention: materializes the (L, L) scores of every head of one sequence, in HF's order of
 // operations (deberta-spec 4.2): content = q . (k / scale)^T; c2p and p2c formed as full (L, 2k)
-// products, gathered through the slot table and divided by scale; softmax; probabilities . v.
+// products, gathered through the slot table and divided by scale; softmax; dropout (training,
+// AttentionArgs::dropout, after lse: that stays the undropped one); probabilities . v.
 // The reference path the flash kernel is checked against; it favours clarity over speed.
 #pragma once
 
@@ -26,6 +27,8 @@ void attention_eager(ExecSpace const& space, AttentionArgs const& args) {
   DeviceFloats scores_buffer(Kokkos::view_alloc(Kokkos::WithoutInitializing, "flashdeberta::eager_scores"),
                              static_cast<std::size_t>(p.heads * max_len * max_len));
   float* scores = scores_buffer.data();
+  float* const lse = args.lse;  // (heads, T) or null
+  std::int64_t const tokens = args.sequences.total_tokens;
 
   // Sequence lengths stay in device memory: each launch covers the longest sequence and rows past the
   // end of the current one return at once, so no host synchronization is needed.
@@ -69,8 +72,15 @@ void attention_eager(ExecSpace const& space, AttentionArgs const& args) {
                 partial += e;
               },
               row_sum);
+          if (lse != nullptr) {
+            Kokkos::single(Kokkos::PerTeam(team),
+                           [&]() { lse[h * tokens + first + i] = row_max + math::log(row_sum); });
+          }
           team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, length), [&](std::int64_t j) { row[j] /= row_sum; });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, length), [&](std::int64_t j) {
+            row[j] /= row_sum;
+            if (p.drop.active()) row[j] *= p.drop.factor(h, first + i, j);
+          });
           team.team_barrier();
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, p.d), [&](std::int64_t e) {
             float acc = 0.0f;

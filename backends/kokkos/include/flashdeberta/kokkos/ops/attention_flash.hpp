@@ -8,7 +8,9 @@
 //
 // The team's stages, each a TeamThreadRange between barriers: load_q, c2p_block, then per key block
 // load_kv, compute_qk + add_position_bias, update_softmax_state (one row per thread), compute_pv;
-// write_o at the end.
+// write_o at the end. Dropout on the probabilities (training, AttentionArgs::dropout) masks a tile's exp(S - max)
+// at the end of update_softmax_state, after row_sum took them undropped (lse and the normalization stay those of
+// the undropped softmax).
 #pragma once
 
 #include "flashdeberta/kokkos/ops/attention_common.hpp"
@@ -56,6 +58,8 @@ void attention_flash(ExecSpace const& space, AttentionArgs const& args) {
   if (level_bytes[0] > 0) policy.set_scratch_size(0, Kokkos::PerTeam(static_cast<int>(level_bytes[0])));
   if (level_bytes[1] > 0) policy.set_scratch_size(1, Kokkos::PerTeam(static_cast<int>(level_bytes[1])));
   float const inv_scale = 1.0f / p.scale;
+  float* const lse = args.lse;  // (heads, T) or null
+  std::int64_t const tokens = args.sequences.total_tokens;
 
   Kokkos::parallel_for(
       "flashdeberta::attention_flash", policy, KOKKOS_LAMBDA(Member const& team) {
@@ -152,6 +156,9 @@ void attention_flash(ExecSpace const& space, AttentionArgs const& args) {
             row_sum[r] = row_sum[r] * correction + sum;
             row_max[r] = new_max;
             for (std::int64_t e = 0; e < d; ++e) acc[r * d + e] *= correction;
+            if (p.drop.active()) {
+              for (std::int64_t c = 0; c < cols; ++c) sr[c] *= p.drop.factor(h, first + i0 + r, j0 + c);
+            }
           });
           team.team_barrier();
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * d), [&](std::int64_t idx) {
@@ -168,6 +175,11 @@ void attention_flash(ExecSpace const& space, AttentionArgs const& args) {
           std::int64_t const r = idx / d;
           p.out(first + i0 + r, h * d + idx % d) = acc[idx] * (1.0f / row_sum[r]);
         });
+        if (lse != nullptr) {  // row_max is of the scores already divided by scale: S itself
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](std::int64_t r) {
+            lse[h * tokens + first + i0 + r] = row_max[r] + math::log(row_sum[r]);
+          });
+        }
       });
 }
 

@@ -1,0 +1,235 @@
+// Flash host attention backward: memory linear in L, no atomics, and bit-identical from run to run at a given
+// thread count. attention_backward_common.hpp gives the terms (with dropout on the probabilities: each tile redraws
+// its mask from the pairs' counters, tile_gradient).
+//
+// The probabilities are recomputed tile by tile from q, k, the relative tables and each row's log-sum-exp,
+// P = exp(S - lse): the forward's (AttentionBackwardArgs::lse), or recomputed by the row pass when none is given.
+// Two passes over the tiles of every head, split so that each gradient has one writer:
+//   - rows: a task owns a block of query rows and sweeps all keys of its sequence. It writes the rows' lse (when
+//     recomputed) and D, then dQ and the rows' c2p band gradient (cell (i, r) collects dS along row i);
+//   - columns: a task owns a block of keys and sweeps all queries, reading lse and D of the row pass: dK, dV and
+//     the keys' p2c band gradient (cell (j, r) collects dS down column j).
+// A task ends with its share of a table's gradient, s Gc2p^T Q (rows) or s Gp2c^T K (columns) of its block.
+// The tasks, head by head, are cut into one contiguous part per worker, balanced by cost; both passes use the
+// same parts, each part adds its shares into partials of its heads, and those are added into dpos_key /
+// dpos_query part by part in order, so no sum depends on which thread ran what.
+// Per thread: the (L, W) c2p and p2c tables of the head at hand (W: the rows of the relative window the batch
+// reaches, relative_window.hpp), the (B, B) P and dS tiles and the tile's slots, two (B, d) accumulators and a
+// (B, W) band gradient; per
+// call: D and the recomputed lse, (H, T) each, and per part the (W, d) partials of the heads it touches.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "flashdeberta/eigen/ops/flash_backward_tile.hpp"
+#include "flashdeberta/eigen/ops/op_threads.hpp"
+#include "flashdeberta/eigen/ops/relative_window.hpp"
+
+namespace flashdeberta::eigen_ops {
+namespace detail {
+
+struct BackwardTask {
+  std::int64_t head = 0;
+  std::int64_t first = 0;   // first token of the sequence
+  std::int64_t length = 0;  // of the sequence
+  std::int64_t start = 0;   // first owned query row (row pass) or key (column pass) within the sequence
+};
+
+// A contiguous range of tasks and its partial table gradients.
+struct BackwardPart {
+  std::int64_t begin = 0, end = 0;         // tasks
+  std::int64_t head_lo = 0, head_hi = -1;  // heads its tasks touch
+  RowMatrix dkr, dqr;                      // (W, d * heads) s Gc2p^T Q and s Gp2c^T K, head_lo first
+
+  auto key_head(std::int64_t head, std::int64_t d) { return dkr.middleCols((head - head_lo) * d, d); }
+  auto query_head(std::int64_t head, std::int64_t d) { return dqr.middleCols((head - head_lo) * d, d); }
+};
+
+inline void backward_row_task(BackwardProblem const& t, BackwardTask const& task, BackwardWorkspace& w,
+                              BackwardPart& part) {
+  using Tile = HostFlashBackwardTile;
+  std::int64_t const length = task.length;
+  std::int64_t const i0 = task.start;
+  std::int64_t const rows = std::min(Tile::kBlock, length - i0);
+  std::int64_t const d = t.a.head_size;
+  std::int32_t const* pos = t.a.sequences.positions + task.first;
+  HeadViews const view = head_views(t.a, task.first, length, task.head);
+  HeadGradients grad = head_gradients(*t.g, task.first, length, task.head);
+  w.hold(t, view, task.first, task.head);
+  w.q.topRows(rows).noalias() = view.q.middleRows(i0, rows) * t.inv_scale;
+  std::int64_t const row_offset = task.head * t.tokens + task.first + i0;  // of the block's rows in (H, T)
+  if (t.lse_out != nullptr) {  // first sweep: the online softmax's running maximum and sum
+    Eigen::VectorXf max = Eigen::VectorXf::Constant(rows, -std::numeric_limits<float>::infinity());
+    Eigen::VectorXf sum = Eigen::VectorXf::Zero(rows);
+    for (std::int64_t j0 = 0; j0 < length; j0 += Tile::kBlock) {
+      std::int64_t const cols = std::min(Tile::kBlock, length - j0);
+      tile_scores(t, view, pos, i0, rows, j0, cols, w);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        auto const row = w.p.row(r).head(cols).array();
+        float const new_max = std::max(max[r], row.maxCoeff());
+        sum[r] = sum[r] * std::exp(max[r] - new_max) + (row - new_max).exp().sum();
+        max[r] = new_max;
+      }
+    }
+    for (std::int64_t r = 0; r < rows; ++r) t.lse_out[row_offset + r] = max[r] + std::log(sum[r]);
+  }
+  ConstMatrixMap const out = cmap(view.out.data(), length, d, view.out.outerStride());
+  for (std::int64_t r = 0; r < rows; ++r) t.row_dot[row_offset + r] = output_dot(grad.dout, out, i0 + r);
+
+  auto acc = w.acc.topRows(rows);  // (rows, d) dS K / scale
+  acc.setZero();
+  if (t.c2p) w.band.topRows(rows).setZero();
+  for (std::int64_t j0 = 0; j0 < length; j0 += Tile::kBlock) {
+    std::int64_t const cols = std::min(Tile::kBlock, length - j0);
+    std::int32_t const edge = tile_scores(t, view, pos, i0, rows, j0, cols, w);
+    tile_gradient(t, view, grad, i0, rows, j0, cols, t.lse + row_offset, t.row_dot + row_offset,
+                  t.drop.row_counter(task.head, task.first + i0) + static_cast<std::uint64_t>(j0), w);
+    acc.noalias() += w.ds.topLeftCorner(rows, cols) * view.k.middleRows(j0, cols);
+    if (t.c2p) scatter_rows(edge, rows, cols, w);
+  }
+  grad.dq.middleRows(i0, rows) = acc;
+  if (!t.c2p) return;
+  auto const band = w.band.topRows(rows);
+  grad.dq.middleRows(i0, rows).noalias() += band * relative_head(t.a.pos_key, task.head, d);
+  part.key_head(task.head, d).noalias() += band.transpose() * view.q.middleRows(i0, rows);
+}
+
+inline void backward_column_task(BackwardProblem const& t, BackwardTask const& task, BackwardWorkspace& w,
+                                 BackwardPart& part) {
+  using Tile = HostFlashBackwardTile;
+  std::int64_t const length = task.length;
+  std::int64_t const j0 = task.start;
+  std::int64_t const cols = std::min(Tile::kBlock, length - j0);
+  std::int64_t const d = t.a.head_size;
+  std::int32_t const* pos = t.a.sequences.positions + task.first;
+  HeadViews const view = head_views(t.a, task.first, length, task.head);
+  HeadGradients grad = head_gradients(*t.g, task.first, length, task.head);
+  w.hold(t, view, task.first, task.head);
+  auto dk = w.acc.topRows(cols);    // (cols, d) dS^T Q / scale
+  auto dv = w.acc_v.topRows(cols);  // (cols, d) P^T dO
+  dk.setZero();
+  dv.setZero();
+  if (t.p2c) w.band.topRows(cols).setZero();
+  for (std::int64_t i0 = 0; i0 < length; i0 += Tile::kBlock) {
+    std::int64_t const rows = std::min(Tile::kBlock, length - i0);
+    std::int64_t const row_offset = task.head * t.tokens + task.first + i0;
+    w.q.topRows(rows).noalias() = view.q.middleRows(i0, rows) * t.inv_scale;
+    std::int32_t const edge = tile_scores(t, view, pos, i0, rows, j0, cols, w);
+    tile_gradient(t, view, grad, i0, rows, j0, cols, t.lse + row_offset, t.row_dot + row_offset,
+                  t.drop.row_counter(task.head, task.first + i0) + static_cast<std::uint64_t>(j0), w);
+    dv.noalias() += w.p.topLeftCorner(rows, cols).transpose() * grad.dout.middleRows(i0, rows);
+    dk.noalias() += w.ds.topLeftCorner(rows, cols).transpose() * view.q.middleRows(i0, rows);
+    if (t.p2c) scatter_columns(edge, rows, cols, w);
+  }
+  grad.dv.middleRows(j0, cols) = dv;
+  grad.dk.middleRows(j0, cols) = dk;
+  if (!t.p2c) return;
+  auto const band = w.band.topRows(cols);
+  grad.dk.middleRows(j0, cols).noalias() += band * relative_head(t.a.pos_query, task.head, d);
+  part.query_head(task.head, d).noalias() += band.transpose() * view.k.middleRows(j0, cols);
+}
+
+// The tasks of a pass, head by head and sequence by sequence, cut into `parts` contiguous ranges of about equal
+// cost (a task's tile count is the length of its sequence); partials sized for each part's heads.
+inline std::vector<BackwardPart> backward_parts(BackwardProblem const& t, std::vector<BackwardTask> const& tasks,
+                                                int parts) {
+  double total = 0.0;
+  for (BackwardTask const& task : tasks) total += static_cast<double>(task.length);
+  std::vector<BackwardPart> result(static_cast<std::size_t>(parts));
+  double before = 0.0;
+  for (std::size_t x = 0; x < tasks.size(); ++x) {
+    auto const p = static_cast<std::size_t>(std::min<double>(parts - 1, before * parts / total));
+    BackwardPart& part = result[p];
+    if (part.head_hi < part.head_lo) {
+      part.begin = static_cast<std::int64_t>(x);
+      part.head_lo = tasks[x].head;
+    }
+    part.end = static_cast<std::int64_t>(x) + 1;
+    part.head_hi = tasks[x].head;
+    before += static_cast<double>(tasks[x].length);
+  }
+  std::int64_t const d = t.a.head_size;
+  for (BackwardPart& part : result) {
+    std::int64_t const heads = part.head_hi - part.head_lo + 1;
+    if (t.c2p) part.dkr = RowMatrix::Zero(t.slots, heads * d);
+    if (t.p2c) part.dqr = RowMatrix::Zero(t.slots, heads * d);
+  }
+  return result;
+}
+
+}  // namespace detail
+
+inline void attention_backward_flash(AttentionBackwardArgs const& g, int threads) {
+  using Tile = HostFlashBackwardTile;
+  check_attention_backward_args(g);
+  detail::BackwardProblem t;
+  std::vector<std::int32_t> window_index;
+  t.a = narrow_relative_window(g.forward, 1, window_index);
+  t.g = &g;
+  t.c2p = !t.a.pos_key.empty();
+  t.p2c = !t.a.pos_query.empty();
+  t.slots = t.c2p ? t.a.pos_key.rows : (t.p2c ? t.a.pos_query.rows : 0);
+  t.tokens = t.a.sequences.total_tokens;
+  t.inv_scale = 1.0f / t.a.scale;
+  t.drop = ProbsDropout(t.a);
+  if (t.c2p || t.p2c) {  // the window's first row of the full tables: the narrowed index is shifted by it
+    std::int64_t const begin = g.forward.relative_index[g.forward.saturation - t.a.saturation] - t.a.relative_index[0];
+    if (t.c2p) t.dpos_key = g.dpos_key.row_range(begin, t.slots);
+    if (t.p2c) t.dpos_query = g.dpos_query.row_range(begin, t.slots);
+  }
+  std::int64_t const heads = t.a.num_heads;
+  std::int64_t const d = t.a.head_size;
+  auto const stats_size = static_cast<std::size_t>(heads * t.tokens);
+  std::vector<float> row_dot(stats_size);
+  std::vector<float> lse;
+  t.row_dot = row_dot.data();
+  if (g.lse != nullptr) {
+    t.lse = g.lse;
+  } else {
+    lse.resize(stats_size);
+    t.lse = t.lse_out = lse.data();
+  }
+
+  std::vector<detail::BackwardTask> tasks;
+  std::int64_t max_length = 0;
+  double fma = 0.0;
+  for (std::int64_t h = 0; h < heads; ++h) {
+    for (std::int64_t b = 0; b < t.a.sequences.batch; ++b) {
+      std::int64_t const first = t.a.sequences.cu_seqlens[b];
+      std::int64_t const length = t.a.sequences.cu_seqlens[b + 1] - first;
+      max_length = std::max(max_length, length);
+      for (std::int64_t start = 0; start < length; start += Tile::kBlock) tasks.push_back({h, first, length, start});
+      // Per head: 2 recomputations of S and dP, the 4 products of dS and P, the tables and band products.
+      auto const l = static_cast<double>(length);
+      fma += static_cast<double>(d) * (8.0 * l * l + 6.0 * l * static_cast<double>(t.slots));
+    }
+  }
+  if (tasks.empty()) return;
+  OpThreads const team = threads_for(fma, kMinFmaPerThread, threads, static_cast<std::int64_t>(tasks.size()));
+  std::vector<detail::BackwardPart> parts = detail::backward_parts(t, tasks, team.workers);
+  auto const pass = [&](auto&& task_body) {
+    run_workers(team, [&](int worker, int workers) {
+      detail::BackwardWorkspace w(t, max_length);
+      for (std::size_t p = static_cast<std::size_t>(worker); p < parts.size(); p += static_cast<std::size_t>(workers))
+        for (std::int64_t x = parts[p].begin; x < parts[p].end; ++x) task_body(t, tasks[x], w, parts[p]);
+    });
+  };
+  pass(detail::backward_row_task);  // writes lse (when recomputed) and D, which the column pass reads
+  pass(detail::backward_column_task);
+  if (!t.c2p && !t.p2c) return;
+  OpThreads const reduce = threads_for(static_cast<double>(parts.size() * t.slots) * static_cast<double>(heads * d),
+                                       kMinElementsPerThread, threads, heads);
+  for_each_index(reduce, heads, [&](std::int64_t h) {
+    for (detail::BackwardPart& part : parts) {
+      if (h < part.head_lo || h > part.head_hi) continue;
+      if (t.c2p) relative_head_gradient(t.dpos_key, h, d) += part.key_head(h, d);
+      if (t.p2c) relative_head_gradient(t.dpos_query, h, d) += part.query_head(h, d);
+    }
+  });
+}
+
+}  // namespace flashdeberta::eigen_ops

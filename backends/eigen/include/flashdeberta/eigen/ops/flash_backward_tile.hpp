@@ -1,0 +1,189 @@
+// The tiles of the host flash attention backward (attention_backward_flash.hpp runs the passes over them): the
+// per-thread workspace, one tile's scores recomputed with their position terms, its probabilities and dS, and
+// the scatter of dS into the band gradients.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "flashdeberta/eigen/ops/attention_backward_common.hpp"
+
+namespace flashdeberta::eigen_ops {
+
+// Tile shape of the host flash backward: a task owns kBlock query rows (row pass) or keys (column pass) and
+// sweeps the other axis kBlock at a time. One extent for both, so that the two passes have the same tasks and
+// share one partition over the threads (and one set of table-gradient partials). 64 vs 128 on a 2-core AMD EPYC
+// (AVX-512, under KVM), one thread, 12 heads of 64, log buckets k = 256, CPU time, best of 8-10, three rounds (noisy:
+// the cores are shared): L = 128 64 ran 11 vs 12 ms; L = 512 80-91 vs 75-83 ms. 64 keeps twice the tasks for the
+// threads and its (64, 64) P and dS tiles (32 KB) in L1.
+struct HostFlashBackwardTile {
+  static constexpr std::int64_t kBlock = 64;
+  static_assert(kBlock > 0, "tile extent must be positive");
+  static constexpr bool is_valid() { return 2 * kBlock * kBlock <= 256 * 1024; }  // P and dS within L2
+};
+static_assert(HostFlashBackwardTile::is_valid(), "the P and dS tiles must stay within a core's L2");
+
+namespace detail {
+
+// What every task of one call reads: the forward narrowed to its relative window (relative_window.hpp) and the
+// table gradients narrowed alike, the row statistics, the scale.
+struct BackwardProblem {
+  AttentionArgs a;
+  AttentionBackwardArgs const* g = nullptr;
+  MatrixRef dpos_key, dpos_query;  // (W, A) rows of the window
+  bool c2p = false, p2c = false;
+  std::int64_t slots = 0;   // W, 0 without position terms
+  std::int64_t tokens = 0;  // T
+  float inv_scale = 1.0f;
+  float const* lse = nullptr;          // (H, T) the forward's, or lse_out once the row pass has written it
+  float* lse_out = nullptr;            // (H, T) recomputed by the row pass when none was given, else null
+  float* row_dot = nullptr;            // (H, T) D_i = dO_i . O_i, written by the row pass
+  ProbsDropout drop{AttentionArgs{}};  // of the probabilities, as the forward drew it
+};
+
+// Pair slot of a tile whose pairs are not all on one edge slot: each reads its own, from BackwardWorkspace::slot.
+inline constexpr std::int32_t kPerPairSlots = -1;
+
+// Per-thread buffers, sized once per pass: nothing is allocated inside the tile loops.
+struct BackwardWorkspace {
+  RowMatrix c2p_all;  // (L, W) q . Kr^T / scale of the sequence and head held
+  RowMatrix p2c_all;  // (L, W) k . Qr^T / scale
+  std::int64_t held_first = -1, held_head = -1;
+  RowMatrix q;                     // (B, d) query tile / scale
+  RowMatrix p;                     // (B, B) scores, then probabilities
+  RowMatrix ds;                    // (B, B) dP, then dS / scale
+  RowMatrix acc, acc_v;            // (B, d) dQ (row pass); dK and dV (column pass)
+  RowMatrix band;                  // (B, W) band gradient / scale of the owned rows or keys
+  std::vector<std::int32_t> slot;  // (B, B) slot of each pair of a per-pair tile
+  Eigen::RowVectorXf keep;         // (B) m / (1 - p) of one tile row, with dropout
+
+  BackwardWorkspace(BackwardProblem const& t, std::int64_t max_length) {
+    std::int64_t const b = HostFlashBackwardTile::kBlock;
+    std::int64_t const d = t.a.head_size;
+    c2p_all.resize(t.c2p ? max_length : 0, t.slots);
+    p2c_all.resize(t.p2c ? max_length : 0, t.slots);
+    q.resize(b, d);
+    p.resize(b, b);
+    ds.resize(b, b);
+    acc.resize(b, d);
+    acc_v.resize(b, d);
+    band.resize(t.c2p || t.p2c ? b : 0, t.slots);
+    slot.resize(static_cast<std::size_t>(b * b));
+    keep.resize(t.drop.active() ? b : 0);
+  }
+
+  // Both projected tables of one sequence and head, unless already held (tasks come sequence by sequence).
+  void hold(BackwardProblem const& t, HeadViews const& view, std::int64_t first, std::int64_t head) {
+    if (held_first == first && held_head == head) return;
+    held_first = first;
+    held_head = head;
+    std::int64_t const length = view.q.rows();
+    // The scale on the left operand becomes GEMM's alpha (flash_state.hpp: P2cTable).
+    if (t.c2p)
+      c2p_all.topRows(length).noalias() =
+          (t.inv_scale * view.q) * relative_head(t.a.pos_key, head, t.a.head_size).transpose();
+    if (t.p2c)
+      p2c_all.topRows(length).noalias() =
+          (t.inv_scale * view.k) * relative_head(t.a.pos_query, head, t.a.head_size).transpose();
+  }
+};
+
+// Scores of query rows [i0, i0 + rows) (w.q: those rows / scale) against keys [j0, j0 + cols) into w.p. Returns
+// the edge slot when every pair lies beyond the saturation distance on one side (the position terms are then a
+// per-row plus a per-key vector, and the band gradients row and column sums), else kPerPairSlots with each
+// pair's slot in w.slot.
+inline std::int32_t tile_scores(BackwardProblem const& t, HeadViews const& view, std::int32_t const* pos,
+                                std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols,
+                                BackwardWorkspace& w) {
+  std::int64_t const b = HostFlashBackwardTile::kBlock;
+  auto s = w.p.topLeftCorner(rows, cols);
+  s.noalias() = w.q.topRows(rows) * view.k.middleRows(j0, cols).transpose();
+  if (!t.c2p && !t.p2c) return kPerPairSlots;
+  std::int64_t const sat = t.a.saturation;
+  std::int32_t const* index = t.a.relative_index;
+  auto const [q_lo, q_hi] = std::minmax_element(pos + i0, pos + i0 + rows);
+  auto const [k_lo, k_hi] = std::minmax_element(pos + j0, pos + j0 + cols);
+  std::int32_t edge = kPerPairSlots;
+  if (std::int64_t{*q_lo} - *k_hi >= sat) edge = index[2 * sat];
+  if (std::int64_t{*q_hi} - *k_lo <= -sat) edge = index[0];
+  if (edge != kPerPairSlots) {
+    if (t.c2p) s.colwise() += w.c2p_all.col(edge).segment(i0, rows);
+    if (t.p2c) s.rowwise() += w.p2c_all.col(edge).segment(j0, cols).transpose();
+    return edge;
+  }
+  std::int64_t const ld = t.slots;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::int64_t const pi = pos[i0 + r];
+    std::int32_t* __restrict slot = w.slot.data() + r * b;
+    float* __restrict score = &w.p(r, 0);
+    float const* c2p_row = t.c2p ? &w.c2p_all(i0 + r, 0) : nullptr;
+    float const* p2c_rows = t.p2c ? &w.p2c_all(j0, 0) : nullptr;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      std::int32_t const x = index[std::clamp(pi - pos[j0 + c], -sat, sat) + sat];
+      slot[c] = x;
+      if (c2p_row != nullptr) score[c] += c2p_row[x];
+      if (p2c_rows != nullptr) score[c] += p2c_rows[c * ld + x];
+    }
+  }
+  return kPerPairSlots;
+}
+
+// w.p = P = exp(S - lse) and w.ds = P * (dO V^T - D) / scale of the tile; lse and row_dot: (rows) of its queries.
+// With dropout (t.drop), w.ds = P * ((dO V^T) * M - D) / scale and w.p = P * M, the dropped probabilities that dV
+// reads; counter: ProbsDropout's counter of the tile's first pair.
+inline void tile_gradient(BackwardProblem const& t, HeadViews const& view, HeadGradients const& grad, std::int64_t i0,
+                          std::int64_t rows, std::int64_t j0, std::int64_t cols, float const* lse, float const* row_dot,
+                          std::uint64_t counter, BackwardWorkspace& w) {
+  auto p = w.p.topLeftCorner(rows, cols);
+  auto ds = w.ds.topLeftCorner(rows, cols);
+  ds.noalias() = grad.dout.middleRows(i0, rows) * view.v.middleRows(j0, cols).transpose();
+  if (t.drop.active()) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      t.drop.factors(w.keep.data(), cols, counter + static_cast<std::uint64_t>(r * t.drop.stride));
+      auto const m = w.keep.head(cols).array();
+      p.row(r) = (p.row(r).array() - lse[r]).exp().matrix();
+      ds.row(r) = (p.row(r).array() * (ds.row(r).array() * m - row_dot[r]) * t.inv_scale).matrix();
+      p.row(r).array() *= m;
+    }
+    return;
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    p.row(r) = (p.row(r).array() - lse[r]).exp().matrix();
+    ds.row(r) = (p.row(r).array() * (ds.row(r).array() - row_dot[r]) * t.inv_scale).matrix();
+  }
+}
+
+// band (rows, W) += dS collected by slot along each row (c2p: the band rows are the tile's queries).
+inline void scatter_rows(std::int32_t edge, std::int64_t rows, std::int64_t cols, BackwardWorkspace& w) {
+  if (edge != kPerPairSlots) {
+    w.band.col(edge).head(rows) += w.ds.topLeftCorner(rows, cols).rowwise().sum();
+    return;
+  }
+  std::int64_t const b = HostFlashBackwardTile::kBlock;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* band = &w.band(r, 0);
+    float const* ds = &w.ds(r, 0);
+    std::int32_t const* slot = w.slot.data() + r * b;
+    for (std::int64_t c = 0; c < cols; ++c) band[slot[c]] += ds[c];
+  }
+}
+
+// band (cols, W) += dS collected by slot down each column (p2c: the band rows are the tile's keys).
+inline void scatter_columns(std::int32_t edge, std::int64_t rows, std::int64_t cols, BackwardWorkspace& w) {
+  if (edge != kPerPairSlots) {
+    w.band.col(edge).head(cols) += w.ds.topLeftCorner(rows, cols).colwise().sum().transpose();
+    return;
+  }
+  std::int64_t const b = HostFlashBackwardTile::kBlock;
+  std::int64_t const ld = w.band.cols();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* __restrict band = w.band.data();
+    float const* __restrict ds = &w.ds(r, 0);
+    std::int32_t const* __restrict slot = w.slot.data() + r * b;
+    for (std::int64_t c = 0; c < cols; ++c) band[c * ld + slot[c]] += ds[c];
+  }
+}
+
+}  // namespace detail
+}  // namespace flashdeberta::eigen_ops

@@ -1,0 +1,475 @@
+// Training through KokkosPolicy, in one executable (one compile of the model templates): the dense training ops on
+// the generic bodies of training_op_suite.hpp and training_gradient_checks.hpp; the attention backward (eager and
+// flash) and the forwards' log-sum-exp against the float64 reference of attention_backward_reference.hpp; then the
+// whole model's gradients against HF autograd, one AdamW step and the 20-step Trainer replay (gradient_suite.hpp,
+// optimizer_suite.hpp). Every buffer lives in the policy's memory space; the host sees it through upload/download.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../ops/attention_backward_reference.hpp"
+#include "../ops/training_gradient_checks.hpp"
+#include "../ops/training_op_suite.hpp"
+#include "flashdeberta/kokkos/kokkos_policy.hpp"
+#include "flashdeberta/math/relative_position.hpp"
+#include "gradient_suite.hpp"
+#include "optimizer_suite.hpp"
+
+namespace fd = flashdeberta;
+namespace tt = fd::training_tests;
+
+namespace {
+
+using Policy = fd::KokkosPolicy<>;
+static_assert(tt::TrainingOpRunner<Policy>);
+
+constexpr std::uint32_t kSeed = 20261207;
+
+bool bit_identical(std::vector<double> const& a, std::vector<double> const& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+}  // namespace
+
+// The Eigen test's bounds (test_training_ops_eigen.cpp), which hold for these kernels' summation orders too.
+TEST_CASE("kokkos training: dense ops against the reference") {
+  Policy const r;
+  tt::linear_backward_cases(r, kSeed, 2e-6);
+  tt::layer_norm_backward_cases(r, kSeed, 2e-6);
+  tt::activation_cases(r, kSeed, 2e-6);
+  tt::embedding_backward_cases(r, kSeed, 2e-6);
+  tt::conv1d_backward_cases(r, kSeed, 2e-6);
+  tt::dropout_cases(r, kSeed, 2e-7);
+  tt::adamw_cases(r, kSeed, 1.0);
+  tt::fill_cases(r);
+  tt::sum_of_squares_cases(r, kSeed, 1e-12);
+}
+
+TEST_CASE("kokkos training: backward ops against finite differences of the forward ops") {
+  Policy const r;
+  tt::linear_finite_differences(r, kSeed, 1e-6);
+  tt::layer_norm_finite_differences(r, kSeed, 1e-2, 1e-4);
+  tt::activation_finite_differences(r, kSeed, 1e-2, 1e-4);
+  tt::conv1d_finite_differences(r, kSeed, 1e-6);
+}
+
+TEST_CASE("kokkos training: bad arguments throw") { tt::rejects_bad_arguments(Policy()); }
+
+TEST_CASE("kokkos training: every dense op is bit-identical between two runs") {
+  Policy const r;
+  auto const first = tt::run_every_op(r, kSeed);
+  auto const second = tt::run_every_op(r, kSeed);
+  REQUIRE(first.size() == second.size());
+  for (std::size_t i = 0; i < first.size(); ++i)
+    CHECK_MESSAGE(bit_identical(first[i].values, second[i].values), first[i].name << " differs between runs");
+}
+
+// The attention backward's cases: one problem's inputs on the host (for the reference) and in the policy's memory.
+namespace {
+
+using Floats = std::vector<float>;
+using Doubles = std::vector<double>;
+
+struct AttentionSpec {
+  std::vector<std::int32_t> lengths{37};
+  std::int64_t heads = 2;
+  std::int64_t head_size = 16;
+  bool c2p = true;
+  bool p2c = true;
+  fd::QkvLayout layout = fd::QkvLayout::kStacked;
+  bool holes = false;       // positions with gaps, flagged non-contiguous
+  std::int64_t span = 16;   // k: the tables have 2k rows
+  bool log_buckets = true;  // v2/v3's log buckets up to distance 64, else v1's clamp at k (a short window)
+  std::uint32_t seed = 1;
+  float dropout = 0.0f;  // on the probabilities (AttentionArgs::dropout), with the two below
+  std::uint64_t dropout_seed = 0;
+  std::uint64_t dropout_offset = 0;
+
+  std::string name() const {
+    std::ostringstream os;
+    os << "L {";
+    for (auto l : lengths) os << l << ' ';
+    os << "} H " << heads << " d " << head_size << (c2p ? " c2p" : "") << (p2c ? " p2c" : "")
+       << (layout == fd::QkvLayout::kStacked ? " stacked" : " interleaved") << (holes ? " holes" : "")
+       << (log_buckets ? " log" : " clamp") << " k " << span;
+    if (dropout > 0.0f) os << " dropout " << dropout << " seed " << dropout_seed << " offset " << dropout_offset;
+    return os.str();
+  }
+};
+
+constexpr float kTableStart = 0.5f;  // dpos_* hold this before the backward adds into them
+
+struct AttentionCase {
+  Policy policy;
+  AttentionSpec spec;
+  std::int64_t tokens = 0, width = 0, slots = 0, saturation = 0, max_length = 0, dout_ld = 0;
+  std::vector<std::int32_t> cu{0}, positions, index;
+  Floats qkv, pos_key, pos_query, dout;  // (T, 3A), (2k, A), (2k, A), (T, A + 3) on the host
+  Policy::Buffer qkv_d, pos_key_d, pos_query_d, dout_d, cu_d, positions_d, index_d;
+  Policy::Buffer out_d, lse_d, dqkv_d, dpos_key_d, dpos_query_d;
+
+  explicit AttentionCase(AttentionSpec const& s) : spec(s) {
+    width = s.heads * s.head_size;
+    std::mt19937 gen(s.seed);
+    for (std::int32_t length : s.lengths) {
+      std::int32_t p = s.holes ? static_cast<std::int32_t>(gen() % 4) : 0;
+      for (std::int32_t i = 0; i < length; ++i) {
+        positions.push_back(p);
+        p += (s.holes && gen() % 5 == 0) ? 2 + static_cast<std::int32_t>(gen() % 5) : 1;
+      }
+      cu.push_back(cu.back() + length);
+      max_length = std::max<std::int64_t>(max_length, length);
+    }
+    tokens = cu.back();
+    auto const bucket = [&](std::int64_t x) { return s.log_buckets ? fd::log_bucket_position(x, s.span, 64) : x; };
+    while (bucket(saturation) < s.span) ++saturation;
+    for (std::int64_t x = -saturation; x <= saturation; ++x)
+      index.push_back(static_cast<std::int32_t>(s.span + std::clamp<std::int64_t>(bucket(x), -s.span, s.span - 1)));
+    slots = 2 * s.span;
+    dout_ld = width + 3;
+    qkv = tt::random_values(static_cast<std::size_t>(tokens * 3 * width), 1.5f, s.seed + 1);
+    pos_key = tt::random_values(static_cast<std::size_t>(slots * width), 1.0f, s.seed + 2);
+    pos_query = tt::random_values(static_cast<std::size_t>(slots * width), 1.0f, s.seed + 3);
+    dout = tt::random_values(static_cast<std::size_t>(tokens * dout_ld), 1.0f, s.seed + 4);
+    qkv_d = tt::upload(policy, qkv);
+    pos_key_d = tt::upload(policy, pos_key);
+    pos_query_d = tt::upload(policy, pos_query);
+    dout_d = tt::upload(policy, dout);
+    cu_d = tt::upload(policy, cu);
+    positions_d = tt::upload(policy, positions);
+    index_d = tt::upload(policy, index);
+    out_d = policy.allocate(tokens * width, fd::DType::kF32);
+    lse_d = tt::upload(policy, Floats(static_cast<std::size_t>(s.heads * tokens), tt::kNaN));
+  }
+
+  // The forward's arguments over the given storage (host vectors for the reference, else the policy's buffers).
+  fd::AttentionArgs args(float* qkv_data, float* key_table, float* query_table, float* out, std::int32_t const* cu_data,
+                         std::int32_t const* positions_data, std::int32_t const* index_data) const {
+    fd::AttentionArgs a;
+    fd::view_fused_qkv(a, {qkv_data, fd::DType::kF32, tokens, 3 * width, 3 * width}, spec.head_size, spec.layout);
+    a.num_heads = spec.heads;
+    a.head_size = spec.head_size;
+    if (spec.c2p) a.pos_key = {key_table, fd::DType::kF32, slots, width, width};
+    if (spec.p2c) a.pos_query = {query_table, fd::DType::kF32, slots, width, width};
+    a.relative_index = index_data;
+    a.saturation = saturation;
+    a.scale = std::sqrt(static_cast<float>(spec.head_size * (1 + int{spec.c2p} + int{spec.p2c})));
+    a.out = {out, fd::DType::kF32, tokens, width, width};
+    a.sequences.cu_seqlens = cu_data;
+    a.sequences.positions = positions_data;
+    a.sequences.batch = static_cast<std::int64_t>(spec.lengths.size());
+    a.sequences.total_tokens = tokens;
+    a.sequences.max_seqlen = max_length;
+    a.sequences.max_position = *std::max_element(positions.begin(), positions.end()) + 1;
+    a.sequences.contiguous_positions = !spec.holes;
+    a.dropout = spec.dropout;
+    a.dropout_seed = spec.dropout_seed;
+    a.dropout_offset = spec.dropout_offset;
+    return a;
+  }
+
+  fd::AttentionArgs device_args(fd::AttentionImpl impl, bool write_lse) const {
+    fd::AttentionArgs a =
+        args(tt::floats(qkv_d), tt::floats(pos_key_d), tt::floats(pos_query_d), tt::floats(out_d),
+             static_cast<std::int32_t const*>(cu_d.data()), static_cast<std::int32_t const*>(positions_d.data()),
+             static_cast<std::int32_t const*>(index_d.data()));
+    a.impl = impl;
+    if (write_lse) a.lse = tt::floats(lse_d);
+    return a;
+  }
+
+  fd::attention_reference::Result reference() {
+    Floats out(static_cast<std::size_t>(tokens * width));
+    return fd::attention_reference::run(
+        args(qkv.data(), pos_key.data(), pos_query.data(), out.data(), cu.data(), positions.data(), index.data()),
+        dout.data(), dout_ld);
+  }
+
+  // The forward (writing out and lse), then the backward of `impl` into fresh gradient buffers.
+  void run(fd::AttentionImpl impl, bool use_lse) {
+    fd::AttentionArgs const a = device_args(impl, true);
+    policy.disentangled_attention(a);
+    dqkv_d = tt::upload(policy, Floats(static_cast<std::size_t>(tokens * 3 * width), tt::kNaN));
+    dpos_key_d = tt::upload(policy, Floats(static_cast<std::size_t>(slots * width), kTableStart));
+    dpos_query_d = tt::upload(policy, Floats(static_cast<std::size_t>(slots * width), kTableStart));
+    fd::AttentionBackwardArgs g;
+    g.forward = a;
+    g.forward.lse = nullptr;
+    g.dout = {tt::floats(dout_d), fd::DType::kF32, tokens, width, dout_ld};
+    g.lse = use_lse ? tt::floats(lse_d) : nullptr;
+    fd::AttentionArgs grads;
+    fd::view_fused_qkv(grads, {tt::floats(dqkv_d), fd::DType::kF32, tokens, 3 * width, 3 * width}, spec.head_size,
+                       spec.layout);
+    g.dq = grads.q;
+    g.dk = grads.k;
+    g.dv = grads.v;
+    if (spec.c2p) g.dpos_key = {tt::floats(dpos_key_d), fd::DType::kF32, slots, width, width};
+    if (spec.p2c) g.dpos_query = {tt::floats(dpos_query_d), fd::DType::kF32, slots, width, width};
+    policy.disentangled_attention_backward(g);
+  }
+
+  // Gradient `which` (0 q, 1 k, 2 v) of the fused buffer as a compact (T, A).
+  Doubles gradient(int which) const {
+    Floats host = tt::download(policy, dqkv_d);
+    fd::AttentionArgs grads;
+    fd::view_fused_qkv(grads, {host.data(), fd::DType::kF32, tokens, 3 * width, 3 * width}, spec.head_size,
+                       spec.layout);
+    fd::MatrixRef const m = which == 0 ? grads.q : (which == 1 ? grads.k : grads.v);
+    Doubles r(static_cast<std::size_t>(tokens * width));
+    for (std::int64_t t = 0; t < tokens; ++t)
+      for (std::int64_t h = 0; h < spec.heads; ++h)
+        for (std::int64_t e = 0; e < spec.head_size; ++e)
+          r[t * width + h * spec.head_size + e] = m.as<float>()[t * m.ld + h * grads.head_stride + e];
+    return r;
+  }
+
+  Doubles added(Policy::Buffer const& table) const {
+    Floats const host = tt::download(policy, table);
+    Doubles r(host.size());
+    for (std::size_t x = 0; x < host.size(); ++x) r[x] = double{host[x]} - kTableStart;
+    return r;
+  }
+};
+
+// max |got - want| / max |want|: the error relative to the tensor's scale (NaN, an unwritten element, fails).
+double relative_error(Doubles const& got, Doubles const& want) {
+  REQUIRE(got.size() == want.size());
+  double err = 0.0, scale = 0.0;
+  for (std::size_t x = 0; x < got.size(); ++x) {
+    double const e = std::abs(got[x] - want[x]);
+    err = std::isnan(e) ? INFINITY : std::max(err, e);
+    scale = std::max(scale, std::abs(want[x]));
+  }
+  return scale > 0.0 ? err / scale : err;
+}
+
+struct Errors {
+  double out = 0, dq = 0, dk = 0, dv = 0, dpos_key = 0, dpos_query = 0;
+
+  double worst() const { return std::max({out, dq, dk, dv, dpos_key, dpos_query}); }
+  void take_max(Errors const& e) {
+    out = std::max(out, e.out);
+    dq = std::max(dq, e.dq);
+    dk = std::max(dk, e.dk);
+    dv = std::max(dv, e.dv);
+    dpos_key = std::max(dpos_key, e.dpos_key);
+    dpos_query = std::max(dpos_query, e.dpos_query);
+  }
+  std::string text() const {
+    std::ostringstream os;
+    os.precision(2);
+    os << std::scientific << "out " << out << ", dq " << dq << ", dk " << dk << ", dv " << dv << ", dpos_key "
+       << dpos_key << ", dpos_query " << dpos_query;
+    return os.str();
+  }
+};
+
+// The forward and the backward of `impl` (flash: with and without the forward's lse) against the reference, at
+// 1e-5 of each tensor's largest value, as test_attention_backward_eigen.cpp.
+void check_attention_cases(std::vector<AttentionSpec> const& specs, char const* what) {
+  for (fd::AttentionImpl impl : {fd::AttentionImpl::kEager, fd::AttentionImpl::kFlash}) {
+    Errors worst;
+    for (AttentionSpec const& spec : specs) {
+      AttentionCase c(spec);
+      fd::attention_reference::Result const want = c.reference();
+      for (bool use_lse : {false, true}) {
+        if (impl == fd::AttentionImpl::kEager && use_lse) continue;
+        c.run(impl, use_lse);
+        Errors e;
+        Floats const out = tt::download(c.policy, c.out_d);
+        e.out = relative_error(Doubles(out.begin(), out.end()), want.out);
+        e.dq = relative_error(c.gradient(0), want.dq);
+        e.dk = relative_error(c.gradient(1), want.dk);
+        e.dv = relative_error(c.gradient(2), want.dv);
+        Doubles const dpos_key = c.added(c.dpos_key_d), dpos_query = c.added(c.dpos_query_d);
+        if (spec.c2p) e.dpos_key = relative_error(dpos_key, want.dpos_key);
+        if (spec.p2c) e.dpos_query = relative_error(dpos_query, want.dpos_query);
+        INFO(spec.name(), impl == fd::AttentionImpl::kEager ? " eager" : " flash", use_lse ? " lse" : "", ": ",
+             e.text());
+        CHECK(e.worst() < 1e-5);
+        auto const untouched = [](Doubles const& table) {  // a table the forward did not have gets no gradient
+          return std::all_of(table.begin(), table.end(), [](double x) { return x == 0.0; });
+        };
+        if (!spec.c2p) CHECK(untouched(dpos_key));
+        if (!spec.p2c) CHECK(untouched(dpos_query));
+        worst.take_max(e);
+      }
+    }
+    MESSAGE(std::string(what) << (impl == fd::AttentionImpl::kEager ? ", eager" : ", flash")
+                              << ": worst relative errors " << worst.text());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("kokkos training: attention backward against the float64 reference") {
+  std::vector<AttentionSpec> sizes;
+  std::uint32_t seed = 10;
+  for (std::int64_t d : {8, 32, 64}) {
+    for (std::int32_t length : {1, 37, 130}) {
+      AttentionSpec s;
+      s.lengths = {length};
+      s.head_size = d;
+      s.seed = seed++;
+      sizes.push_back(s);
+    }
+  }
+  check_attention_cases(sizes, "head sizes x lengths");
+  std::vector<AttentionSpec> packed;
+  for (std::int64_t d : {16, 64}) {
+    for (auto [c2p, p2c] : {std::pair{true, true}, {true, false}, {false, true}, {false, false}}) {
+      AttentionSpec s;
+      s.lengths = {5, 130, 1, 37, 70};
+      s.heads = 3;
+      s.head_size = d;
+      s.c2p = c2p;
+      s.p2c = p2c;
+      s.layout = fd::QkvLayout::kInterleavedPerHead;
+      s.holes = true;
+      s.seed = seed++;
+      packed.push_back(s);
+    }
+  }
+  check_attention_cases(packed, "packed, holes, interleaved, each set of position terms");
+  std::vector<AttentionSpec> short_window;
+  for (bool holes : {false, true}) {
+    AttentionSpec s;
+    s.lengths = {130, 37, 66};
+    s.head_size = 32;
+    s.holes = holes;
+    s.layout = holes ? fd::QkvLayout::kInterleavedPerHead : fd::QkvLayout::kStacked;
+    s.span = 4;
+    s.log_buckets = false;
+    s.seed = seed++;
+    short_window.push_back(s);
+  }
+  check_attention_cases(short_window, "short window");
+}
+
+// Dropout on the probabilities (AttentionArgs::dropout): the reference draws the documented mask itself.
+TEST_CASE("kokkos training: attention dropout against the float64 reference at p = 0.1 and 0.5") {
+  std::vector<AttentionSpec> specs;
+  std::uint32_t seed = 100;
+  for (float dropout : {0.1f, 0.5f}) {
+    AttentionSpec packed;
+    packed.lengths = {130, 5, 1, 70};
+    packed.heads = 3;
+    packed.head_size = 16;
+    packed.holes = true;
+    packed.layout = fd::QkvLayout::kInterleavedPerHead;
+    packed.dropout = dropout;
+    packed.dropout_seed = 7 + seed;
+    packed.dropout_offset = 1000 * seed;
+    packed.seed = seed++;
+    specs.push_back(packed);
+    AttentionSpec c2p_only;
+    c2p_only.lengths = {66, 37};
+    c2p_only.head_size = 32;
+    c2p_only.p2c = false;
+    c2p_only.span = 4;
+    c2p_only.log_buckets = false;
+    c2p_only.dropout = dropout;
+    c2p_only.dropout_seed = seed;
+    c2p_only.seed = seed++;
+    specs.push_back(c2p_only);
+  }
+  check_attention_cases(specs, "dropout");
+}
+
+TEST_CASE("kokkos training: the forwards' log-sum-exp matches the reference and leaves out unchanged") {
+  for (std::int64_t d : {16, 64}) {
+    AttentionSpec s;
+    s.lengths = {130, 5, 1, 70};
+    s.heads = 3;
+    s.head_size = d;
+    s.holes = d == 16;
+    AttentionCase c(s);
+    fd::attention_reference::Result const want = c.reference();
+    for (fd::AttentionImpl impl : {fd::AttentionImpl::kEager, fd::AttentionImpl::kFlash}) {
+      c.policy.disentangled_attention(c.device_args(impl, false));
+      Floats const plain = tt::download(c.policy, c.out_d);
+      c.policy.disentangled_attention(c.device_args(impl, true));
+      CHECK(plain == tt::download(c.policy, c.out_d));
+      Floats const lse = tt::download(c.policy, c.lse_d);
+      double err = 0.0;
+      for (std::size_t x = 0; x < want.lse.size(); ++x) err = std::max(err, std::abs(double{lse[x]} - want.lse[x]));
+      MESSAGE("lse d " << d << (impl == fd::AttentionImpl::kEager ? " eager" : " flash") << ": max abs error " << err);
+      CHECK(err < 2e-5);
+    }
+  }
+}
+
+TEST_CASE("kokkos training: the attention backward is bit-identical between runs") {
+  AttentionSpec s;
+  s.lengths = {130, 37, 200, 5};
+  s.heads = 3;
+  s.head_size = 64;
+  s.holes = true;
+  s.span = 8;
+  for (fd::AttentionImpl impl : {fd::AttentionImpl::kEager, fd::AttentionImpl::kFlash}) {
+    AttentionCase c(s);
+    c.run(impl, false);
+    Floats const dqkv = tt::download(c.policy, c.dqkv_d);
+    Floats const dpos_key = tt::download(c.policy, c.dpos_key_d);
+    Floats const dpos_query = tt::download(c.policy, c.dpos_query_d);
+    for (int repeat = 0; repeat < 2; ++repeat) {
+      c.run(impl, false);
+      INFO((impl == fd::AttentionImpl::kEager ? "eager" : "flash"), " repeat ", repeat);
+      CHECK(tt::download(c.policy, c.dqkv_d) == dqkv);
+      CHECK(tt::download(c.policy, c.dpos_key_d) == dpos_key);
+      CHECK(tt::download(c.policy, c.dpos_query_d) == dpos_query);
+    }
+  }
+}
+
+TEST_CASE("kokkos training: the attention backward refuses unsupported dtypes and shapes by name") {
+  AttentionSpec s;
+  AttentionCase c(s);
+  c.run(fd::AttentionImpl::kFlash, false);
+  fd::AttentionBackwardArgs g;
+  g.forward = c.device_args(fd::AttentionImpl::kFlash, false);
+  g.dout = {tt::floats(c.dout_d), fd::DType::kF32, c.tokens, c.width, c.dout_ld};
+  fd::AttentionArgs grads;
+  fd::view_fused_qkv(grads, {tt::floats(c.dqkv_d), fd::DType::kF32, c.tokens, 3 * c.width, 3 * c.width}, s.head_size,
+                     s.layout);
+  g.dq = grads.q;
+  g.dk = grads.k;
+  g.dv = grads.v;
+  g.dpos_key = {tt::floats(c.dpos_key_d), fd::DType::kF32, c.slots, c.width, c.width};
+  g.dpos_query = {tt::floats(c.dpos_query_d), fd::DType::kF32, c.slots, c.width, c.width};
+  for (fd::AttentionImpl impl : {fd::AttentionImpl::kEager, fd::AttentionImpl::kFlash}) {
+    g.forward.impl = impl;
+    fd::AttentionBackwardArgs bad = g;
+    bad.dq.dtype = fd::DType::kBF16;
+    CHECK_THROWS_WITH_AS(c.policy.disentangled_attention_backward(bad), doctest::Contains("dq is BF16"), fd::Error);
+    bad = g;
+    bad.dpos_key.rows -= 1;
+    CHECK_THROWS_WITH_AS(c.policy.disentangled_attention_backward(bad), doctest::Contains("dpos_key"), fd::Error);
+    bad = g;
+    bad.dpos_query = {};
+    CHECK_THROWS_WITH_AS(c.policy.disentangled_attention_backward(bad), doctest::Contains("dpos_query"), fd::Error);
+    bad = g;
+    bad.dout.rows = c.tokens - 1;
+    CHECK_THROWS_WITH_AS(c.policy.disentangled_attention_backward(bad), doctest::Contains("dout"), fd::Error);
+  }
+}
+
+TEST_CASE("kokkos training: gradients of every fixture case against HF autograd") {
+  fd::testing::run_gradient_suite(Policy());
+}
+
+TEST_CASE("kokkos training: one AdamW step against torch.optim.AdamW") { fd::testing::run_adamw_step_case(Policy()); }
+
+TEST_CASE("kokkos training: 20 steps of HF's Trainer replayed") {
+  for (auto impl : {fd::AttentionImpl::kFlash, fd::AttentionImpl::kEager})
+    fd::testing::run_trainer_replay(Policy(), impl);
+}
