@@ -25,6 +25,8 @@ int rerank_command(std::span<char const* const> args);
 int gliner_command(std::span<char const* const> args);
 // HF <-> ZeroModels checkpoint directories (convert_command.cpp, runtime/src/convert.cpp).
 int convert_command(std::span<char const* const> args);
+// Fine-tuning on JSON lines into an HF checkpoint (train_command.cpp, runtime/src/trainer.cpp).
+int train_command(std::span<char const* const> args);
 // flashdeberta serve (serve_command.cpp and server/): the HTTP server.
 int serve_command(std::span<char const* const> args);
 

@@ -1,7 +1,7 @@
 // flashdeberta: the command-line front end of the library (run, bench, tokenize, the pipelines
-// fill-mask, classify, ner, qa, zero-shot, rerank, gliner, and serve, the HTTP server). Each command reads
-// its options through command_line.hpp (args.cpp and pipeline_options.cpp declare them), which also
-// prints its help.
+// fill-mask, classify, ner, qa, zero-shot, rerank, gliner, convert, train (fine-tuning), and serve, the
+// HTTP server). Each command reads its options through command_line.hpp (args.cpp, pipeline_options.cpp
+// and train_command.cpp declare them), which also prints its help.
 //
 // Contract with scripts: exit 0 on success, 2 for usage errors, 1 for any other error, and every error
 // is exactly one line on stderr starting with "flashdeberta: error: ". The run command never leaves a
@@ -54,6 +54,8 @@ constexpr Command kCommands[] = {
     {"gliner", "named entities of labels given at run time (GLiNER model directories)", cli::gliner_command},
     {"convert", "a checkpoint directory into the other format: Hugging Face <-> ZeroModels (Keras)",
      cli::convert_command},
+    {"train", "fine-tune a checkpoint on JSON lines into an HF checkpoint directory (HF's Trainer)",
+     cli::train_command},
     {"serve", "the checkpoint behind an HTTP endpoint with dynamic batching (TEI's routes)", cli::serve_command},
 };
 

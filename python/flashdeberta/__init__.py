@@ -30,10 +30,12 @@ from .models import (AutoModel, AutoModelForMaskedLM, AutoModelForMultipleChoice
 from .pipelines import (FillMaskPipeline, QuestionAnsweringPipeline, TextClassificationPipeline,
                         TokenClassificationPipeline, pipeline)
 from .tokenizer import AutoTokenizer, Tokenizer
+from .training import Trainer, TrainingArguments, TrainOutput
 
 __all__ = [
     "__version__", "AutoTokenizer", "Tokenizer", "BatchEncoding", "AutoModel", "AutoModelForMaskedLM",
     "AutoModelForSequenceClassification", "AutoModelForTokenClassification", "AutoModelForQuestionAnswering",
     "AutoModelForMultipleChoice", "PreTrainedModel", "PretrainedConfig", "ModelOutput", "pipeline", "FillMaskPipeline",
-    "TextClassificationPipeline", "TokenClassificationPipeline", "QuestionAnsweringPipeline", "GLiNER",
+    "TextClassificationPipeline", "TokenClassificationPipeline", "QuestionAnsweringPipeline", "GLiNER", "Trainer",
+    "TrainingArguments", "TrainOutput",
 ]

@@ -54,6 +54,7 @@ void bind_model(py::module_& m);
 void bind_model_calls(py::module_& m);  // after bind_model
 void bind_pipeline(py::module_& m);
 void bind_gliner(py::module_& m);
+void bind_train(py::module_& m);  // train_binding.cpp
 
 // The time this thread spent inside the library with the GIL released (the C++ calls themselves), summed
 // since the last reset, as wall time and as this thread's CPU time: bench/python_overhead.py subtracts them

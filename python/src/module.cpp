@@ -173,4 +173,5 @@ PYBIND11_MODULE(_native, m) {
   fp::bind_model_calls(m);
   fp::bind_pipeline(m);
   fp::bind_gliner(m);
+  fp::bind_train(m);
 }

@@ -398,9 +398,8 @@ TEST_CASE("cli pipelines: --max-tokens refuses a long text, a long stdin line an
         run_cli({"qa", "--model", fixture("pipelines/qa").string(), "--tokenizer", fixture("tokenizers/spm").string(),
                  "--question", "a a a", "--context", "a a a a", "--max-tokens", "8"});
     // The question and the context's window are read whole (qa_windows.hpp), then the window is refused.
-    CHECK_MESSAGE(refusal_line(r).find("text 1: the text holds 10 tokens, more than --max-tokens 8") !=
-                      std::string::npos,
-                  r.err);
+    CHECK_MESSAGE(
+        refusal_line(r).find("text 1: the text holds 10 tokens, more than --max-tokens 8") != std::string::npos, r.err);
   }
 }
 
@@ -493,7 +492,7 @@ TEST_CASE("cli: help, version and command errors") {
   }
   CHECK(run_cli({"run", "--help"}).out.find("zeros") != std::string::npos);  // masked positions are documented
   CHECK(run_cli({"--version"}).out.starts_with("flashdeberta 0."));
-  for (std::vector<std::string> args : {std::vector<std::string>{}, {"train"}, {"--verbose"}}) {
+  for (std::vector<std::string> args : {std::vector<std::string>{}, {"summarize"}, {"--verbose"}}) {
     auto const r = run_cli(args);
     CHECK(r.status == 2);
     auto const lines = r.err_lines();

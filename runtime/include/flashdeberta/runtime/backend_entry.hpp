@@ -21,6 +21,8 @@ namespace flashdeberta::runtime {
 
 class LoadedModel;
 class LoadedGliner;
+class TrainingSession;
+struct TrainingSessionOptions;
 
 // A backend started for one RuntimeOptions: its policy, with the runtime it needs (Kokkos' initialization),
 // and the attention path the options chose. Every model it loads must be destroyed before it.
@@ -35,6 +37,10 @@ class StartedBackend {
   virtual std::unique_ptr<LoadedModel> load(std::filesystem::path const& directory, ModelConfig const& config,
                                             HeadKind head) const = 0;
   virtual std::unique_ptr<LoadedGliner> load_gliner(std::filesystem::path const& directory) const = 0;
+  // The checkpoint in `directory` (config.json as `config` says, with the labels the run decided) as trainable
+  // parameters with one head; flashdeberta::Error when the backend cannot train.
+  virtual std::unique_ptr<TrainingSession> train(std::filesystem::path const& directory, ModelConfig const& config,
+                                                 TrainingSessionOptions const& options) const = 0;
 };
 
 using StartBackend = std::unique_ptr<StartedBackend> (*)(RuntimeOptions const& options);

@@ -20,6 +20,7 @@
 #include "flashdeberta/runtime/backend_entry.hpp"
 #include "flashdeberta/runtime/gliner.hpp"
 #include "flashdeberta/runtime/loaded_model.hpp"
+#include "flashdeberta/runtime/training_session.hpp"
 #include "flashdeberta/variant/dispatch.hpp"
 
 namespace flashdeberta::runtime {
@@ -37,6 +38,74 @@ struct HostDevice {
     template <class P>
     explicit Timer(P const&) {}
   };
+};
+
+// TrainingModel<V, P> and its optimizer behind the runtime's TrainingSession.
+template <Variant V, TrainingPolicy P>
+class TypedTrainingSession final : public TrainingSession {
+ public:
+  TypedTrainingSession(P const& policy, std::filesystem::path const& directory, ModelConfig const& config,
+                       TrainingSessionOptions const& options, AttentionImpl attention)
+      : model_(
+            policy, config, &checkpoint(directory),
+            {.head = options.head, .problem = options.problem, .attention = attention, .init_seed = options.init_seed}),
+        optimizer_(options.optimizer) {
+    checkpoint_.reset();  // the parameters are copies: the file need not stay open
+  }
+
+  ModelConfig const& config() const override { return model_.config(); }
+  TrainingLoss forward_backward(Batch const& batch, TrainingTargets const& targets, DropoutRates dropout,
+                                std::uint64_t seed) override {
+    return model_.forward_backward(batch, targets, dropout, seed);
+  }
+  TrainingLoss evaluate(Batch const& batch, TrainingTargets const& targets) override {
+    return model_.evaluate(batch, targets);
+  }
+  void zero_grads() override { model_.parameters().zero_grads(); }
+  OptimizerStepReport step(double gradient_scale) override {
+    OptimizerStepReport const report = optimizer_.step(model_.parameters(), gradient_scale);
+    model_.parameters().zero_grads();
+    return report;
+  }
+  double next_learning_rate() const override { return optimizer_.next_learning_rate(); }
+  std::vector<std::pair<std::string, std::vector<float>>> weights() const override {
+    return model_.parameters().download_values();
+  }
+  TrainingState state() const override {
+    using Slot = typename ParameterSet<P>::Slot;
+    ParameterSet<P> const& s = model_.parameters();
+    return {s.download(Slot::kValue), s.download(Slot::kExpAvg), s.download(Slot::kExpAvgSq),
+            optimizer_.completed_steps()};
+  }
+  void restore(TrainingState const& state) override {
+    using Slot = typename ParameterSet<P>::Slot;
+    ParameterSet<P>& s = model_.parameters();
+    auto const put = [&](std::vector<std::pair<std::string, std::vector<float>>> const& tensors, Slot slot) {
+      FLASHDEBERTA_REQUIRE(tensors.size() == s.size(), "training state of " << tensors.size()
+                                                                            << " tensors for a model of " << s.size()
+                                                                            << " parameters");
+      for (std::size_t i = 0; i < tensors.size(); ++i) {
+        FLASHDEBERTA_REQUIRE(tensors[i].first == s.info(i).name, "training state: tensor "
+                                                                     << i << " is '" << tensors[i].first
+                                                                     << "', the model's is '" << s.info(i).name << "'");
+        s.set(i, tensors[i].second, slot);
+      }
+    };
+    put(state.values, Slot::kValue);
+    put(state.exp_avg, Slot::kExpAvg);
+    put(state.exp_avg_sq, Slot::kExpAvgSq);
+    optimizer_.set_completed_steps(state.completed_steps);
+  }
+
+ private:
+  Checkpoint const& checkpoint(std::filesystem::path const& directory) {
+    checkpoint_ = std::make_unique<Checkpoint>(Checkpoint::open(directory));
+    return *checkpoint_;
+  }
+
+  std::unique_ptr<Checkpoint> checkpoint_;  // declared first: open while model_ reads it
+  TrainingModel<V, P> model_;
+  AdamW<P> optimizer_;
 };
 
 template <Variant V, ExecutionPolicy P, class Device>
@@ -172,6 +241,16 @@ class PolicyBackend final : public StartedBackend {
   }
   std::unique_ptr<LoadedGliner> load_gliner(std::filesystem::path const& directory) const override {
     return std::make_unique<TypedGliner<P>>(policy_, directory, options_);
+  }
+  std::unique_ptr<TrainingSession> train(std::filesystem::path const& directory, ModelConfig const& config,
+                                         TrainingSessionOptions const& options) const override {
+    if constexpr (TrainingPolicy<P>) {
+      return dispatch_variant(config, [&]<Variant V>() -> std::unique_ptr<TrainingSession> {
+        return std::make_unique<TypedTrainingSession<V, P>>(policy_, directory, config, options, options_.attention);
+      });
+    } else {
+      FLASHDEBERTA_FAIL("the " << P::name() << " backend does not train; train on the host (--backend eigen)");
+    }
   }
 
  private:

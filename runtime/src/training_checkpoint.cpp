@@ -1,0 +1,272 @@
+// What flashdeberta train writes: the trained model as an HF checkpoint directory (config.json, model.safetensors,
+// the tokenizer files), and OUT/checkpoint-<step>/ with what a resumed run needs to continue bit-identically
+// (training_state.safetensors: every parameter and AdamW's moments; trainer_state.json: where the loop stood).
+// Every file lands by rename, so a crash or a full disk never leaves a half-written model where a good one was.
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <regex>
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "flashdeberta/io/checkpoint.hpp"
+#include "flashdeberta/io/json.hpp"
+#include "flashdeberta/io/regular_file.hpp"
+#include "flashdeberta/io/safetensors.hpp"
+#include "flashdeberta/io/safetensors_writer.hpp"
+#include "flashdeberta/runtime/trainer.hpp"
+
+namespace flashdeberta::runtime {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Tensors = std::vector<std::pair<std::string, std::vector<float>>>;
+
+// The files HF keeps beside the weights for the tokenizer (as convert.cpp copies them).
+constexpr char const* kTokenizerFiles[] = {"tokenizer.json",
+                                           "tokenizer_config.json",
+                                           "special_tokens_map.json",
+                                           "spm.model",
+                                           "vocab.json",
+                                           "merges.txt",
+                                           "added_tokens.json",
+                                           "vocab.txt"};
+constexpr char const* kTrainerStateFormat = "flashdeberta-trainer-state-1";
+
+// `bytes` into `path` through a temporary of the same directory renamed over it once complete and flushed.
+void write_file_atomically(fs::path const& path, std::string_view bytes) {
+  fs::path const dir = path.has_parent_path() ? path.parent_path() : ".";
+  std::string pattern = (dir / ("." + path.filename().string() + ".tmp.XXXXXX")).string();
+  int const fd = ::mkstemp(pattern.data());
+  FLASHDEBERTA_REQUIRE_FILE(
+      fd >= 0, path.string() << ": cannot create a file in " << dir.string() << " (" << std::strerror(errno) << ")");
+  ::fchmod(fd, 0644);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t const n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int const err = errno;
+      ::close(fd);
+      ::unlink(pattern.c_str());
+      FLASHDEBERTA_FAIL(path.string() << ": write failed (" << std::strerror(err) << ")");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  bool const synced = ::fsync(fd) == 0;
+  ::close(fd);
+  if (!synced || ::rename(pattern.c_str(), path.c_str()) != 0) {
+    int const err = errno;
+    ::unlink(pattern.c_str());
+    FLASHDEBERTA_FAIL(path.string() << ": cannot write the file (" << std::strerror(err) << ")");
+  }
+}
+
+std::vector<std::int64_t> shape_of(ModelFiles const& files, std::string const& name, std::size_t numel) {
+  for (std::string const& key : {name, name.starts_with("deberta.") ? name.substr(8) : name}) {
+    auto const it = files.shapes.find(key);
+    if (it == files.shapes.end()) continue;
+    std::int64_t n = 1;
+    for (std::int64_t d : it->second) n *= d;
+    if (n == static_cast<std::int64_t>(numel)) return it->second;
+  }
+  auto const n = static_cast<std::int64_t>(numel);
+  bool const vector = name.ends_with("bias") || name.find("LayerNorm") != std::string::npos;
+  if (vector || files.hidden_size <= 0 || n % files.hidden_size != 0) return {n};
+  return {n / files.hidden_size, files.hidden_size};
+}
+
+void write_tensors(fs::path const& path, std::vector<std::pair<std::string, std::vector<std::int64_t>>> const& shapes,
+                   Tensors const& tensors, std::map<std::string, std::string> const& metadata) {
+  std::vector<TensorToWrite> out;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    auto const& values = tensors[i].second;
+    out.push_back({shapes[i].first, DType::kF32, shapes[i].second,
+                   std::as_bytes(std::span<float const>(values.data(), values.size()))});
+  }
+  write_safetensors(path, out, metadata);
+}
+
+std::string join(std::vector<std::string> const& names) {
+  std::string out;
+  for (std::string const& n : names) out += (out.empty() ? "" : "\n") + n;
+  return out;
+}
+
+}  // namespace
+
+ModelFiles model_files(fs::path const& source, std::string config_json, std::int64_t hidden_size) {
+  ModelFiles files{std::move(config_json), source, {}, hidden_size};
+  Checkpoint const checkpoint = Checkpoint::open(source);
+  for (std::string const& name : checkpoint.names()) files.shapes[name] = checkpoint.info(name).shape;
+  return files;
+}
+
+std::string trained_config_json(std::string const& source_config, ModelConfig const& config, DataPlan const& plan) {
+  auto doc = io::parse_json<nlohmann::ordered_json>(source_config, "config.json", "config");
+  std::string const family = config.model_type == ModelType::kDeberta ? "Deberta" : "DebertaV2";
+  char const* const head = plan.task == TrainingTask::kTokenClassification ? "ForTokenClassification"
+                           : plan.task == TrainingTask::kMaskedLM          ? "ForMaskedLM"
+                           : plan.task == TrainingTask::kMultipleChoice    ? "ForMultipleChoice"
+                           : plan.task == TrainingTask::kQuestionAnswering ? "ForQuestionAnswering"
+                                                                           : "ForSequenceClassification";
+  doc["architectures"] = nlohmann::ordered_json::array({family + head});
+  if (!plan.labels.empty()) {
+    nlohmann::ordered_json id2label = nlohmann::ordered_json::object(), label2id = nlohmann::ordered_json::object();
+    for (std::size_t i = 0; i < plan.labels.size(); ++i) {
+      id2label[std::to_string(i)] = plan.labels[i];
+      label2id[plan.labels[i]] = i;
+    }
+    doc["id2label"] = id2label;
+    doc["label2id"] = label2id;
+    doc.erase("num_labels");  // HF writes num_labels as len(id2label)
+  }
+  if (plan.task == TrainingTask::kTextClassification) {
+    doc["problem_type"] = plan.problem == ProblemType::kRegression   ? "regression"
+                          : plan.problem == ProblemType::kMultiLabel ? "multi_label_classification"
+                                                                     : "single_label_classification";
+  }
+  for (char const* key : {"dtype", "torch_dtype"})  // the weights are written in float32
+    if (doc.contains(key)) doc[key] = "float32";
+  return doc.dump(2) + "\n";
+}
+
+void write_model_files(fs::path const& directory, ModelFiles const& files, Tensors const& weights) {
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes;
+  for (auto const& [name, values] : weights) shapes.emplace_back(name, shape_of(files, name, values.size()));
+  write_tensors(directory / "model.safetensors", shapes, weights, {{"format", "pt"}});
+  write_file_atomically(directory / "config.json", files.config_json);
+  for (char const* name : kTokenizerFiles) {
+    fs::path const from = files.tokenizer_dir / name;
+    if (io::file_status(from).kind != io::FileKind::kRegular) continue;
+    write_file_atomically(directory / name, io::read_regular_file(from, "tokenizer file"));
+  }
+}
+
+fs::path write_training_checkpoint(fs::path const& output, ModelFiles const& files, TrainingSession const& session,
+                                   TrainerPosition const& position) {
+  std::string const name = "checkpoint-" + std::to_string(position.global_step);
+  std::string pattern = (output / ("." + name + ".partial.XXXXXX")).string();
+  FLASHDEBERTA_REQUIRE_FILE(::mkdtemp(pattern.data()) != nullptr, output.string()
+                                                                      << ": cannot create a checkpoint directory ("
+                                                                      << std::strerror(errno) << ")");
+  fs::path const staging = pattern;
+  std::error_code ec;
+  try {
+    fs::permissions(staging, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                 fs::perms::others_read | fs::perms::others_exec);
+    TrainingState const state = session.state();
+    write_model_files(staging, files, state.values);
+    std::vector<std::string> names;
+    std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes;
+    Tensors all;
+    for (auto const* slot : {&state.values, &state.exp_avg, &state.exp_avg_sq}) {
+      std::string const prefix = slot == &state.values ? "value." : slot == &state.exp_avg ? "exp_avg." : "exp_avg_sq.";
+      for (auto const& [tensor, values] : *slot) {
+        shapes.emplace_back(prefix + tensor, std::vector<std::int64_t>{static_cast<std::int64_t>(values.size())});
+        all.emplace_back(prefix + tensor, values);
+      }
+    }
+    for (auto const& [tensor, values] : state.values) names.push_back(tensor);
+    write_tensors(staging / "training_state.safetensors", shapes, all,
+                  {{"parameters", join(names)}, {"completed_steps", std::to_string(state.completed_steps)}});
+    nlohmann::ordered_json s;
+    s["format"] = kTrainerStateFormat;
+    s["global_step"] = position.global_step;
+    s["epoch"] = position.epoch;
+    s["micro_batches_in_epoch"] = position.micro_batches;
+    s["loss_sum"] = position.loss_sum;
+    s["seed"] = position.seed;
+    s["batch_size"] = position.batch_size;
+    s["gradient_accumulation_steps"] = position.gradient_accumulation_steps;
+    s["examples"] = position.examples;
+    write_file_atomically(staging / "trainer_state.json", s.dump(2) + "\n");
+    fs::path const target = output / name;
+    fs::path old;
+    if (fs::exists(target, ec)) {  // the same step written again (a resumed run stopped where it started)
+      std::string aside = (output / ("." + name + ".old.XXXXXX")).string();
+      FLASHDEBERTA_REQUIRE_FILE(::mkdtemp(aside.data()) != nullptr, output.string() << ": cannot replace " << name);
+      old = aside;
+      fs::rename(target, old / name);
+    }
+    fs::rename(staging, target);
+    if (!old.empty()) fs::remove_all(old, ec);
+    return target;
+  } catch (...) {
+    fs::remove_all(staging, ec);
+    throw;
+  }
+}
+
+std::optional<fs::path> newest_checkpoint(fs::path const& output) {
+  std::optional<fs::path> best;
+  long long best_step = -1;
+  std::regex const pattern("checkpoint-([0-9]{1,15})");
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(output, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    std::smatch m;
+    std::string const name = it->path().filename().string();
+    if (!std::regex_match(name, m, pattern) || !fs::is_regular_file(it->path() / "trainer_state.json", ec)) continue;
+    long long const step = std::stoll(m[1].str());
+    if (step > best_step) best_step = step, best = it->path();
+  }
+  return best;
+}
+
+TrainerPosition read_trainer_position(fs::path const& checkpoint) {
+  fs::path const file = checkpoint / "trainer_state.json";
+  io::Json const doc = io::parse_json(io::read_regular_file(file, "trainer state"), file.string(), "trainer state");
+  FLASHDEBERTA_REQUIRE(doc.is_object() && doc.value("format", "") == kTrainerStateFormat,
+                       file.string() << ": not a trainer state of this program (format " << kTrainerStateFormat << ")");
+  TrainerPosition p;
+  try {
+    p.global_step = doc.at("global_step").get<std::int64_t>();
+    p.epoch = doc.at("epoch").get<std::int64_t>();
+    p.micro_batches = doc.at("micro_batches_in_epoch").get<std::int64_t>();
+    p.loss_sum = doc.at("loss_sum").get<double>();
+    p.seed = doc.at("seed").get<std::uint64_t>();
+    p.batch_size = doc.at("batch_size").get<std::int64_t>();
+    p.gradient_accumulation_steps = doc.at("gradient_accumulation_steps").get<std::int64_t>();
+    p.examples = doc.at("examples").get<std::int64_t>();
+  } catch (nlohmann::json::exception const& e) {
+    FLASHDEBERTA_FAIL(file.string() << ": " << e.what());
+  }
+  return p;
+}
+
+TrainingState read_training_state(fs::path const& checkpoint) {
+  SafetensorsFile const file = SafetensorsFile::open(checkpoint / "training_state.safetensors");
+  auto const& meta = file.metadata();
+  FLASHDEBERTA_REQUIRE(meta.contains("parameters") && meta.contains("completed_steps"),
+                       file.source() << ": no 'parameters' / 'completed_steps' metadata (not a training state)");
+  TrainingState state;
+  state.completed_steps = std::stoll(meta.at("completed_steps"));
+  std::istringstream names(meta.at("parameters"));
+  for (std::string name; std::getline(names, name);) {
+    state.values.emplace_back(name, file.read_f32("value." + name));
+    state.exp_avg.emplace_back(name, file.read_f32("exp_avg." + name));
+    state.exp_avg_sq.emplace_back(name, file.read_f32("exp_avg_sq." + name));
+  }
+  return state;
+}
+
+void probe_output_directory(fs::path const& output) {
+  std::error_code ec;
+  fs::create_directories(output, ec);
+  FLASHDEBERTA_REQUIRE_FILE(!ec && fs::is_directory(output, ec),
+                            "--output " << output.string() << ": cannot create the directory (" << ec.message() << ")");
+  std::string pattern = (output / ".probe.XXXXXX").string();
+  int const fd = ::mkstemp(pattern.data());
+  int const err = errno;
+  FLASHDEBERTA_REQUIRE_FILE(
+      fd >= 0, "--output " << output.string() << ": cannot write in the directory (" << std::strerror(err) << ")");
+  ::close(fd);
+  ::unlink(pattern.c_str());
+}
+
+}  // namespace flashdeberta::runtime

@@ -1,0 +1,221 @@
+// flashdeberta train (apps/cli/train_command.cpp, runtime/src/trainer.cpp) on the shipped tiny-en model: the
+// checkpoint it writes loads in the pipeline commands, bad data is refused before training naming file and line,
+// a run stopped by SIGTERM and resumed ends bit-identical to an uninterrupted one, and the epoch order is HF's.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cli_harness.hpp"
+#include "flashdeberta/io/safetensors.hpp"
+#include "flashdeberta/runtime/trainer.hpp"
+
+namespace flashdeberta::testing {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path tiny_en() { return fs::path(FLASHDEBERTA_FIXTURE_DIR).parent_path().parent_path() / "models" / "tiny-en"; }
+
+// `count` sentiment lines, alternating labels, each a little different.
+std::string sentiment_lines(int count, int offset = 0) {
+  char const* const good[] = {"great", "wonderful", "excellent", "lovely"};
+  char const* const bad[] = {"terrible", "awful", "horrible", "dreadful"};
+  std::string out;
+  for (int i = offset; i < offset + count; ++i) {
+    bool const positive = i % 2 == 0;
+    std::string const word = positive ? good[i % 4] : bad[i % 4];
+    out += R"({"text": "The package manager was )" + word + " on day " + std::to_string(i) + R"(.", "label": ")" +
+           (positive ? "positive" : "negative") + "\"}\n";
+  }
+  return out;
+}
+
+std::vector<std::string> train_args(ScratchDir const& dir, fs::path const& out, std::vector<std::string> extra) {
+  std::vector<std::string> args = {
+      "train",    "--model",    tiny_en().string(), "--train", (dir / "train.jsonl").string(),
+      "--output", out.string(), "--max-length",     "32"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+io::Json read_json(fs::path const& file) { return io::Json::parse(read_text(file)); }
+
+}  // namespace
+
+TEST_CASE("train: text classification writes a checkpoint classify loads, with eval lines") {
+  ScratchDir const dir("train");
+  dir.write("train.jsonl", sentiment_lines(32));
+  dir.write("eval.jsonl", sentiment_lines(8, 100));
+  fs::path const out = dir / "out";
+  CliResult const r = run_cli(train_args(dir, out,
+                                         {"--eval", (dir / "eval.jsonl").string(), "--epochs", "2", "--threads", "2",
+                                          "--learning-rate", "1e-4", "--logging-steps", "2"}));
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  auto const lines = json_lines(r.out);
+  REQUIRE(lines.size() == 3);  // two evaluations, then the summary
+  for (int e = 0; e < 2; ++e) {
+    CHECK(lines[e]["epoch"].get<double>() == doctest::Approx(e + 1));
+    CHECK(lines[e]["step"] == 4 * (e + 1));
+    CHECK(lines[e].contains("eval_loss"));
+    CHECK(lines[e]["eval_accuracy"].get<double>() >= 0.0);
+    CHECK(lines[e].contains("eval_f1"));
+  }
+  CHECK(lines[2]["global_step"] == 8);
+  CHECK(std::isfinite(lines[2]["train_loss"].get<double>()));
+  CHECK(r.err.find("flashdeberta: step 2/8 (epoch 0.50): loss ") != std::string::npos);
+  CHECK(json_lines(read_text(out / "eval.jsonl")).size() == 2);
+
+  io::Json const config = read_json(out / "config.json");
+  CHECK(config["architectures"] == io::Json::array({"DebertaV2ForSequenceClassification"}));
+  CHECK(config["id2label"] == io::Json({{"0", "negative"}, {"1", "positive"}}));
+  CHECK(config["label2id"]["positive"] == 1);
+  CHECK(config["problem_type"] == "single_label_classification");
+  CHECK(config["hidden_size"] == 256);
+  CHECK(fs::is_regular_file(out / "spm.model"));
+  SafetensorsFile const weights = SafetensorsFile::open(out / "model.safetensors");
+  CHECK(weights.info("classifier.weight").shape == std::vector<std::int64_t>{2, 256});
+  CHECK(weights.info("pooler.dense.weight").shape == std::vector<std::int64_t>{256, 256});
+  CHECK(weights.info("deberta.embeddings.word_embeddings.weight").shape == std::vector<std::int64_t>{12008, 256});
+
+  auto const classified = run_cli_lines({"classify", "--model", out.string(), "--threads", "2", "It was great."}, 1);
+  auto const& labels = classified.lines[0]["labels"];
+  REQUIRE(labels.size() == 2);
+  CHECK((labels[0]["label"] == "positive" || labels[0]["label"] == "negative"));
+}
+
+TEST_CASE("train: token classification and masked LM write checkpoints ner and fill-mask load") {
+  ScratchDir const dir("train");
+  std::string data;
+  for (int i = 0; i < 12; ++i)
+    data += R"({"tokens": ["Alice", "visited", "Paris", "on", "day", ")" + std::to_string(i) +
+            R"("], "ner_tags": ["B-PER", "O", "B-LOC", "O", "O", "O"]})" + "\n";
+  dir.write("train.jsonl", data);
+  fs::path const out = dir / "ner";
+  CliResult const r = run_cli(train_args(
+      dir, out,
+      {"--task", "token-classification", "--epochs", "1", "--threads", "2", "--eval", (dir / "train.jsonl").string()}));
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  auto const lines = json_lines(r.out);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].contains("eval_f1"));
+  CHECK(lines[0].contains("eval_precision"));
+  io::Json const config = read_json(out / "config.json");
+  CHECK(config["architectures"] == io::Json::array({"DebertaV2ForTokenClassification"}));
+  CHECK(config["id2label"] == io::Json({{"0", "B-LOC"}, {"1", "B-PER"}, {"2", "O"}}));
+  run_cli_lines({"ner", "--model", out.string(), "--threads", "2", "Alice visited Paris."}, 1);
+
+  std::string texts;
+  for (int i = 0; i < 8; ++i)
+    texts += R"({"text": "This is a command-line tool for managing packages number )" + std::to_string(i) + ".\"}\n";
+  dir.write("train.jsonl", texts);
+  fs::path const mlm = dir / "mlm";
+  CliResult const m = run_cli(train_args(dir, mlm, {"--task", "masked-lm", "--max-steps", "2", "--threads", "2"}));
+  CAPTURE(m.err);
+  REQUIRE(m.status == 0);
+  CHECK(read_json(mlm / "config.json")["architectures"] == io::Json::array({"DebertaV2ForMaskedLM"}));
+  run_cli_lines({"fill-mask", "--model", mlm.string(), "--threads", "2", "A [MASK] for managing packages."}, 1);
+}
+
+TEST_CASE("train: bad data is refused before training, naming the file and the line") {
+  ScratchDir const dir("train");
+  fs::path const out = dir / "out";
+  auto const refused = [&](std::string const& data, std::vector<std::string> extra, std::string const& needle) {
+    dir.write("train.jsonl", data);
+    CliResult const r = run_cli(train_args(dir, out, extra));
+    check_one_line_error(r, 1, needle);
+    CHECK(!fs::exists(out));  // nothing written: the data is checked first
+  };
+  std::string const good = R"({"text": "fine", "label": "a"})"
+                           "\n";
+  std::string const file = (dir / "train.jsonl").string();
+  refused(good + "{\"text\": \"oops\",\n", {}, file + " line 2: ");
+  refused(good + "\n" +
+              R"({"label": "a"})"
+              "\n",
+          {}, file + " line 3: missing column \"text\"");
+  refused(good + R"({"text": "x", "label": "c"})"
+                 "\n",
+          {"--labels", "a,b"}, file + " line 2: label \"c\" is outside the label set");
+  refused(good + R"({"text": "x", "label": 5})"
+                 "\n",
+          {"--labels", "a,b"}, file + " line 2: label 5 is outside");
+  refused("\n\n", {}, file + ": no examples");
+  refused(R"({"tokens": ["a", "b"], "ner_tags": ["O"]})"
+          "\n",
+          {"--task", "token-classification"}, file + " line 1: 2 tokens but 1 ner_tags");
+  refused(good + "{\"text\": \"bad \xff byte\", \"label\": \"a\"}\n", {}, file + " line 2");
+
+  dir.write("train.jsonl", good);
+  dir.write("blocker", "a file, not a directory");
+  check_one_line_error(run_cli(train_args(dir, dir / "blocker" / "out", {})), 1, "--output");
+}
+
+TEST_CASE("train: SIGTERM then --resume ends bit-identical to an uninterrupted run") {
+  ScratchDir const dir("train");
+  dir.write("train.jsonl", sentiment_lines(24));
+  // 6 micro-batches of 4 an epoch, 2 per step: 3 steps an epoch, 6 in all; dropout on (tiny-en's 0.1).
+  std::vector<std::string> const options = {
+      "--epochs",        "2",    "--batch-size", "4", "--gradient-accumulation-steps", "2", "--threads", "1",
+      "--learning-rate", "1e-4", "--seed",       "7"};
+  CliResult const whole = run_cli(train_args(dir, dir / "whole", options));
+  CAPTURE(whole.err);
+  REQUIRE(whole.status == 0);
+
+  fs::path const out = dir / "stopped";
+  ::setenv("FLASHDEBERTA_TRAIN_TEST_SIGTERM_AT_STEP", "2", 1);  // mid-epoch 0
+  CliResult const stopped = run_cli(train_args(dir, out, options));
+  ::unsetenv("FLASHDEBERTA_TRAIN_TEST_SIGTERM_AT_STEP");
+  CAPTURE(stopped.err);
+  REQUIRE(stopped.status == 143);
+  CHECK(fs::is_regular_file(out / "checkpoint-2" / "training_state.safetensors"));
+  CHECK(read_json(out / "checkpoint-2" / "trainer_state.json")["micro_batches_in_epoch"] == 4);
+  CHECK(!fs::exists(out / "model.safetensors"));
+
+  std::vector<std::string> resume = options;
+  resume.push_back("--resume");
+  CliResult const resumed = run_cli(train_args(dir, out, resume));
+  CAPTURE(resumed.err);
+  REQUIRE(resumed.status == 0);
+  CHECK(resumed.err.find("resuming from") != std::string::npos);
+  CHECK(json_lines(resumed.out).back()["train_loss"] == json_lines(whole.out).back()["train_loss"]);
+
+  SafetensorsFile const a = SafetensorsFile::open(dir / "whole" / "model.safetensors");
+  SafetensorsFile const b = SafetensorsFile::open(out / "model.safetensors");
+  REQUIRE(a.names() == b.names());
+  std::size_t differing = 0;
+  for (std::string const& name : a.names()) differing += a.read_f32(name) != b.read_f32(name);
+  CHECK(differing == 0);
+}
+
+TEST_CASE("train: the epoch order is torch.randperm(N, seed + epoch), as HF's Trainer drew it") {
+  // torch 1.13: torch.randperm(10, generator=torch.Generator().manual_seed(42)) -> [2, 6, 1, 8, 4, 5, 0, 9, 3, 7]
+  CHECK(runtime::torch_randperm(10, 42) == std::vector<std::int64_t>{2, 6, 1, 8, 4, 5, 0, 9, 3, 7});
+  SafetensorsFile const expected = SafetensorsFile::open(fixture("training/trainer_20_steps/expected.safetensors"));
+  std::vector<std::int64_t> const order = expected.read_i64("order");  // 20 batches of 4 over 32 examples
+  REQUIRE(order.size() == 80);
+  for (std::size_t epoch = 0; epoch < 3; ++epoch) {
+    std::vector<std::int64_t> const perm = runtime::torch_randperm(32, 42 + epoch);
+    std::size_t const first = epoch * 32, count = std::min<std::size_t>(32, order.size() - first);
+    CHECK(std::vector<std::int64_t>(order.begin() + first, order.begin() + first + count) ==
+          std::vector<std::int64_t>(perm.begin(), perm.begin() + count));
+  }
+}
+
+TEST_CASE("train: --help names HF's TrainingArguments, and the program's help lists train") {
+  CliResult const help = run_cli({"train", "--help"});
+  CHECK(help.status == 0);
+  for (char const* name :
+       {"per_device_train_batch_size", "num_train_epochs", "gradient_accumulation_steps", "lr_scheduler_type",
+        "max_grad_norm", "resume_from_checkpoint", "attention_probs_dropout_prob"})
+    CHECK_MESSAGE(help.out.find(name) != std::string::npos, name);
+  CHECK(run_cli({"--help"}).out.find("  train ") != std::string::npos);
+  check_one_line_error(run_cli({"train", "--model", "m", "--train", "t", "--output", "o", "--task", "nope"}), 2,
+                       "--task 'nope'");
+}
+
+}  // namespace flashdeberta::testing

@@ -1,0 +1,67 @@
+"""flashdeberta.Trainer / TrainingArguments (training.py over the C++ trainer `flashdeberta train` runs): lists of
+dicts train as JSON lines do, the checkpoint written loads in flashdeberta's pipelines, the result is HF's
+TrainOutput, and bad data is refused before training naming the dataset item."""
+
+import json
+import os
+
+import pytest
+
+import flashdeberta
+
+from conftest import REPO
+
+TINY_EN = os.path.join(REPO, "models", "tiny-en")
+
+
+def sentiment(count, offset=0):
+    good, bad = ["great", "wonderful", "excellent", "lovely"], ["terrible", "awful", "horrible", "dreadful"]
+    return [{"text": "The package manager was %s on day %d." % ((good if i % 2 == 0 else bad)[i % 4], i),
+             "label": "positive" if i % 2 == 0 else "negative"} for i in range(offset, offset + count)]
+
+
+def test_trainer_writes_a_classifier_the_pipeline_loads(tmp_path):
+    logs = []
+    args = flashdeberta.TrainingArguments(output_dir=str(tmp_path / "out"), num_train_epochs=2, learning_rate=1e-4,
+                                          per_device_train_batch_size=8, logging_steps=2)
+    trainer = flashdeberta.Trainer(model=TINY_EN, args=args, train_dataset=sentiment(24),
+                                   eval_dataset=sentiment(8, 100), max_length=32, threads=2, on_log=logs.append)
+    result = trainer.train()
+    assert isinstance(result, flashdeberta.TrainOutput)
+    assert result.global_step == 6  # 3 batches of 8, 2 epochs
+    assert result.training_loss > 0
+    assert {"eval_loss", "eval_accuracy", "train_loss", "epoch"} <= set(result.metrics)
+    assert len(trainer.state["evaluations"]) == 2
+    assert [entry["step"] for entry in logs] == [2, 4, 6]
+    assert all(entry["learning_rate"] >= 0 and entry["tokens_per_second"] > 0 for entry in logs)
+    with open(tmp_path / "out" / "config.json") as f:
+        config = json.load(f)
+    assert config["architectures"] == ["DebertaV2ForSequenceClassification"]
+    assert set(config["id2label"].values()) == {"negative", "positive"}
+    classify = flashdeberta.pipeline("text-classification", model=str(tmp_path / "out"))
+    scores = classify("The package manager was great on day 7.", top_k=None)
+    assert {s["label"] for s in scores} == {"negative", "positive"}
+
+
+def test_trainer_reads_a_jsonl_path_and_matches_the_list(tmp_path):
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(item) + "\n" for item in sentiment(16)))
+    losses = []
+    for dataset, name in ((str(path), "from_path"), (sentiment(16), "from_list")):
+        args = flashdeberta.TrainingArguments(output_dir=str(tmp_path / name), num_train_epochs=1,
+                                              per_device_train_batch_size=8)
+        losses.append(flashdeberta.Trainer(model=TINY_EN, args=args, train_dataset=dataset, max_length=32,
+                                           threads=1).train().training_loss)
+    assert losses[0] == losses[1]
+
+
+def test_trainer_refuses_bad_items_naming_them(tmp_path):
+    items = sentiment(4) + [{"text": "no label here"}]
+    args = flashdeberta.TrainingArguments(output_dir=str(tmp_path / "out"), num_train_epochs=1)
+    with pytest.raises(ValueError, match=r"train_dataset item \(1-based\) 5"):
+        flashdeberta.Trainer(model=TINY_EN, args=args, train_dataset=items, max_length=32, threads=1).train()
+    assert not (tmp_path / "out" / "model.safetensors").exists()
+    with pytest.raises(ValueError, match="task 'summarization'"):
+        flashdeberta.Trainer(model=TINY_EN, args=args, train_dataset=items, task="summarization")
+    with pytest.raises(ValueError, match=r"train_dataset\[1\] is a str"):
+        flashdeberta.Trainer(model=TINY_EN, args=args, train_dataset=[{"text": "a", "label": "x"}, "b"]).train()
