@@ -392,12 +392,14 @@ TEST_CASE("attention backward: repeated runs are bit-identical at a given thread
 // Central differences, in float32, of loss = sum(out * dout) through the shipped forward, against the backward.
 // With dropout on, the mask is a fixed function of (seed, offset), so the op stays differentiable.
 TEST_CASE("attention backward: central differences of the forward op") {
-  for (auto [impl, dropout] : {std::pair{AttentionImpl::kEager, 0.0f},
-                               {AttentionImpl::kFlash, 0.0f},
-                               {AttentionImpl::kEager, 0.1f},
-                               {AttentionImpl::kFlash, 0.1f},
-                               {AttentionImpl::kEager, 0.5f},
-                               {AttentionImpl::kFlash, 0.5f}}) {
+  for (auto const& setting : {std::pair{AttentionImpl::kEager, 0.0f},
+                              {AttentionImpl::kFlash, 0.0f},
+                              {AttentionImpl::kEager, 0.1f},
+                              {AttentionImpl::kFlash, 0.1f},
+                              {AttentionImpl::kEager, 0.5f},
+                              {AttentionImpl::kFlash, 0.5f}}) {
+    AttentionImpl const impl = setting.first;  // named copies: doctest's macros capture them, bindings they cannot
+    float const dropout = setting.second;
     Spec s;
     s.dropout = dropout;
     s.dropout_seed = 1234;

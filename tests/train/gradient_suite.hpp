@@ -127,10 +127,10 @@ void check_training_case(P const& policy, std::filesystem::path const& dir, Atte
   }
   MESSAGE(label << ": " << compared << " gradient tensors, worst relative error " << worst << " (" << worst_name
                 << ")");
-  for (auto const& [name, values] : ours) {  // parameters HF gave no gradient must have none here either
+  for (auto const& entry : ours) {  // parameters HF gave no gradient must have none here either
     double largest = 0.0;
-    for (float g : values) largest = std::max(largest, static_cast<double>(std::abs(g)));
-    CHECK_MESSAGE(largest == 0.0, label << ": " << name << " has a gradient (max " << largest << ") HF has not");
+    for (float g : entry.second) largest = std::max(largest, static_cast<double>(std::abs(g)));
+    CHECK_MESSAGE(largest == 0.0, label << ": " << entry.first << " has a gradient (max " << largest << ") HF has not");
   }
 }
 

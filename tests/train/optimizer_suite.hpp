@@ -21,7 +21,9 @@ template <TrainingPolicy P>
 double parameter_distance(ParameterSet<P> const& parameters, SafetensorsFile const& file, std::string const& prefix,
                           std::string& worst_name) {
   double worst = 0.0;
-  for (auto const& [name, values] : parameters.download_values()) {
+  for (auto const& entry : parameters.download_values()) {
+    std::string const& name = entry.first;  // a named copy: doctest's INFO captures it, and a binding cannot be
+    std::vector<float> const& values = entry.second;
     INFO("parameter " << name);
     REQUIRE(file.contains(prefix + name));
     std::vector<float> const theirs = file.read_f32(prefix + name);
