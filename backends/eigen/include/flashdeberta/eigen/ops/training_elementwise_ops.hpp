@@ -197,21 +197,34 @@ struct AdamWStep {
   double bias_correction2_sqrt;  // sqrt(1 - beta2^step)
 };
 
-// AdamW over n values, by value and restrict so that the compiler keeps the constants in registers (the float64
-// square root stays scalar: std::sqrt may set errno). Each value reads the moments as stored, rounded.
+// AdamW over n values, by value and restrict so that the compiler keeps the constants in registers. Chunk by
+// chunk: the moments first, then the float64 square roots through Eigen's array sqrt (std::sqrt may set errno,
+// which keeps a loop around it scalar; both are IEEE's correctly rounded root, so the results are the same bits),
+// then the update. Each value reads the moments as stored, rounded.
 inline void adamw_values(float* __restrict weights, float const* __restrict grads, float* __restrict exp_avg,
                          float* __restrict exp_avg_sq, std::int64_t n, AdamWStep const k) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    double const g = static_cast<double>(grads[i]) * k.grad_scale;
-    double const m_old = exp_avg[i];
-    // lerp(m, g, 1 - beta1) as PyTorch evaluates it for a weight below 0.5: m + (1 - beta1) (g - m)
-    float const m = static_cast<float>(m_old + (1.0 - k.beta1) * (g - m_old));
-    float const v = static_cast<float>(k.beta2 * static_cast<double>(exp_avg_sq[i]) + (1.0 - k.beta2) * g * g);
-    double const denom = std::sqrt(static_cast<double>(v)) / k.bias_correction2_sqrt + k.eps;
-    weights[i] =
-        static_cast<float>(static_cast<double>(weights[i]) * k.decay - k.step_size * static_cast<double>(m) / denom);
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
+  constexpr std::int64_t kChunk = 256;
+  alignas(64) double roots[kChunk];
+  for (std::int64_t start = 0; start < n; start += kChunk) {
+    std::int64_t const count = std::min(kChunk, n - start);
+    for (std::int64_t j = 0; j < count; ++j) {
+      std::int64_t const i = start + j;
+      double const g = static_cast<double>(grads[i]) * k.grad_scale;
+      double const m_old = exp_avg[i];
+      // lerp(m, g, 1 - beta1) as PyTorch evaluates it for a weight below 0.5: m + (1 - beta1) (g - m)
+      exp_avg[i] = static_cast<float>(m_old + (1.0 - k.beta1) * (g - m_old));
+      float const v = static_cast<float>(k.beta2 * static_cast<double>(exp_avg_sq[i]) + (1.0 - k.beta2) * g * g);
+      exp_avg_sq[i] = v;
+      roots[j] = static_cast<double>(v);
+    }
+    Eigen::Map<Eigen::ArrayXd> root(roots, count);
+    root = root.sqrt();
+    for (std::int64_t j = 0; j < count; ++j) {
+      std::int64_t const i = start + j;
+      double const denom = roots[j] / k.bias_correction2_sqrt + k.eps;
+      weights[i] = static_cast<float>(static_cast<double>(weights[i]) * k.decay -
+                                      k.step_size * static_cast<double>(exp_avg[i]) / denom);
+    }
   }
 }
 
