@@ -15,6 +15,7 @@
 
 #include "flashdeberta/eigen/ops/attention_common.hpp"
 #include "flashdeberta/policy/training_op_args.hpp"
+#include "flashdeberta/policy/training_op_checks.hpp"
 
 namespace flashdeberta::eigen_ops {
 
@@ -49,46 +50,10 @@ inline float output_dot(ConstMatrixMap const& dout, ConstMatrixMap const& out, s
   return static_cast<float>(sum);
 }
 
+// The forward's own checks, then the contract's (training_op_checks.hpp).
 inline void check_attention_backward_args(AttentionBackwardArgs const& g) {
-  AttentionArgs const& a = g.forward;
-  check_attention_args(a);
-  FLASHDEBERTA_REQUIRE(a.impl == AttentionImpl::kEager || a.impl == AttentionImpl::kFlash,
-                       "attention_backward: unknown attention implementation " << static_cast<int>(a.impl));
-  FLASHDEBERTA_REQUIRE(
-      a.num_heads > 0 && a.head_size > 0 && a.head_stride >= a.head_size,
-      "attention_backward: " << a.num_heads << " heads of size " << a.head_size << ", head stride " << a.head_stride);
-  require_f32(g.dout, "attention_backward dout");
-  require_f32(g.dq, "attention_backward dq");
-  require_f32(g.dk, "attention_backward dk");
-  require_f32(g.dv, "attention_backward dv");
-  std::int64_t const tokens = a.sequences.total_tokens;
-  std::int64_t const width = a.num_heads * a.head_size;                       // columns of out, dout, tables
-  std::int64_t const span = (a.num_heads - 1) * a.head_stride + a.head_size;  // columns of q, k, v, dq, dk, dv
-  auto const covers = [&](MatrixRef const& m, std::int64_t cols) {
-    return !m.empty() && m.rows >= tokens && m.cols >= cols;
-  };
-  FLASHDEBERTA_REQUIRE(covers(a.out, width) && covers(g.dout, width),
-                       "attention_backward needs the forward's output and dout of ("
-                           << tokens << ", " << width << "): out (" << a.out.rows << ", " << a.out.cols << "), dout ("
-                           << g.dout.rows << ", " << g.dout.cols << ")");
-  FLASHDEBERTA_REQUIRE(covers(g.dq, span) && covers(g.dk, span) && covers(g.dv, span),
-                       "attention_backward: dq, dk, dv must cover ("
-                           << tokens << ", " << span << "): dq (" << g.dq.rows << ", " << g.dq.cols << "), dk ("
-                           << g.dk.rows << ", " << g.dk.cols << "), dv (" << g.dv.rows << ", " << g.dv.cols << ")");
-  auto const check_table = [&](MatrixRef const& table, MatrixRef const& grad, char const* name) {
-    FLASHDEBERTA_REQUIRE(table.empty() == grad.empty(), "attention_backward: d" << name
-                                                                                << " must be given exactly when "
-                                                                                << "the forward has " << name);
-    if (grad.empty()) return;
-    require_f32(table, name);
-    require_f32(grad, name);
-    FLASHDEBERTA_REQUIRE(grad.rows == table.rows && grad.cols >= width && table.cols >= width,
-                         "attention_backward: d" << name << " (" << grad.rows << ", " << grad.cols << ") for " << name
-                                                 << " (" << table.rows << ", " << table.cols << "), " << width
-                                                 << " columns used");
-  };
-  check_table(a.pos_key, g.dpos_key, "pos_key");
-  check_table(a.pos_query, g.dpos_query, "pos_query");
+  check_attention_args(g.forward);
+  require_attention_backward_args(g);
 }
 
 }  // namespace flashdeberta::eigen_ops
