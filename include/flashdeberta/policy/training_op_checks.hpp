@@ -14,6 +14,17 @@ inline void require_training_f32(MatrixRef const& m, char const* what) {
                        what << " is " << dtype_name(m.dtype) << "; the training ops compute in float32 only");
 }
 
+// `name` of `op` is a float32 matrix of (rows, cols): what every training op checks of its operands.
+inline void require_training_matrix(char const* op, char const* name, MatrixRef const& m, std::int64_t rows,
+                                    std::int64_t cols) {
+  FLASHDEBERTA_REQUIRE(!m.empty(), op << ": " << name << " is missing, expected (" << rows << ", " << cols << ")");
+  FLASHDEBERTA_REQUIRE(m.dtype == DType::kF32, op << ": " << name << " is " << dtype_name(m.dtype)
+                                                  << "; the training ops compute in float32 only");
+  FLASHDEBERTA_REQUIRE(m.rows == rows && m.cols == cols && m.ld >= cols,
+                       op << ": " << name << " is (" << m.rows << ", " << m.cols << ") with row stride " << m.ld
+                          << ", expected (" << rows << ", " << cols << ")");
+}
+
 // AttentionBackwardArgs beyond the forward's own checks (each backend runs those on g.forward first): the output and
 // dout cover (T, heads x d), dq, dk and dv the forward's q, k, v columns, and a table's gradient is given exactly
 // when the forward has the table, with its rows.

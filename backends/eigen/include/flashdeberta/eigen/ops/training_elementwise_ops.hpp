@@ -20,23 +20,13 @@
 #include "flashdeberta/eigen/ops/op_threads.hpp"
 #include "flashdeberta/math/activation.hpp"
 #include "flashdeberta/policy/training_op_args.hpp"
+#include "flashdeberta/policy/training_op_checks.hpp"
 
 namespace flashdeberta::eigen_ops {
 
 // "(rows, cols)", or "empty", for error messages.
 inline std::string shape_text(MatrixRef const& m) {
   return m.empty() ? "empty" : "(" + std::to_string(m.rows) + ", " + std::to_string(m.cols) + ")";
-}
-
-// `name` of `op` is a float32 matrix of (rows, cols): what every training op checks of its operands.
-inline void require_training_matrix(char const* op, char const* name, MatrixRef const& m, std::int64_t rows,
-                                    std::int64_t cols) {
-  FLASHDEBERTA_REQUIRE(!m.empty(), op << ": " << name << " is missing, expected (" << rows << ", " << cols << ")");
-  FLASHDEBERTA_REQUIRE(m.dtype == DType::kF32,
-                       op << ": " << name << " is " << dtype_name(m.dtype) << "; EigenPolicy trains in float32 only");
-  FLASHDEBERTA_REQUIRE(m.rows == rows && m.cols == cols && m.ld >= cols,
-                       op << ": " << name << " is (" << m.rows << ", " << m.cols << ") with row stride " << m.ld
-                          << ", expected (" << rows << ", " << cols << ")");
 }
 
 // sums[c] += the sum over rows of m[r, c], formed in float64 from the previous value and rounded once. Each

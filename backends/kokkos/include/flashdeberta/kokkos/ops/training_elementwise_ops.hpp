@@ -13,6 +13,7 @@
 #include "flashdeberta/kokkos/ops/common.hpp"
 #include "flashdeberta/math/activation.hpp"
 #include "flashdeberta/policy/training_op_args.hpp"
+#include "flashdeberta/policy/training_op_checks.hpp"
 
 namespace flashdeberta::kokkos_ops {
 
@@ -28,17 +29,6 @@ using Kokkos::Experimental::log;
 using Kokkos::Experimental::log1p;
 #endif
 }  // namespace math
-
-// `name` of `op` is a float32 matrix of (rows, cols).
-inline void require_training_matrix(char const* op, char const* name, MatrixRef const& m, std::int64_t rows,
-                                    std::int64_t cols) {
-  FLASHDEBERTA_REQUIRE(!m.empty(), op << ": " << name << " is missing, expected (" << rows << ", " << cols << ")");
-  FLASHDEBERTA_REQUIRE(m.dtype == DType::kF32,
-                       op << ": " << name << " is " << dtype_name(m.dtype) << "; KokkosPolicy trains in float32 only");
-  FLASHDEBERTA_REQUIRE(m.rows == rows && m.cols == cols && m.ld >= cols,
-                       op << ": " << name << " is (" << m.rows << ", " << m.cols << ") with row stride " << m.ld
-                          << ", expected (" << rows << ", " << cols << ")");
-}
 
 // Element `at` of a device array, read on the host.
 template <class ExecSpace, class T>
