@@ -38,33 +38,12 @@ constexpr char const* kTokenizerFiles[] = {"tokenizer.json",
                                            "vocab.txt"};
 constexpr char const* kTrainerStateFormat = "flashdeberta-trainer-state-1";
 
-// `bytes` into `path` through a temporary of the same directory renamed over it once complete and flushed.
+// `bytes` into `path` through a temporary of the same directory renamed over it once complete and flushed (the
+// safetensors writer's TempFileForRename).
 void write_file_atomically(fs::path const& path, std::string_view bytes) {
-  fs::path const dir = path.has_parent_path() ? path.parent_path() : ".";
-  std::string pattern = (dir / ("." + path.filename().string() + ".tmp.XXXXXX")).string();
-  int const fd = ::mkstemp(pattern.data());
-  FLASHDEBERTA_REQUIRE_FILE(
-      fd >= 0, path.string() << ": cannot create a file in " << dir.string() << " (" << std::strerror(errno) << ")");
-  ::fchmod(fd, 0644);
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t const n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int const err = errno;
-      ::close(fd);
-      ::unlink(pattern.c_str());
-      FLASHDEBERTA_FAIL(path.string() << ": write failed (" << std::strerror(err) << ")");
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  bool const synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (!synced || ::rename(pattern.c_str(), path.c_str()) != 0) {
-    int const err = errno;
-    ::unlink(pattern.c_str());
-    FLASHDEBERTA_FAIL(path.string() << ": cannot write the file (" << std::strerror(err) << ")");
-  }
+  detail::TempFileForRename file(path);
+  file.write(bytes.data(), bytes.size());
+  file.commit();
 }
 
 std::vector<std::int64_t> shape_of(ModelFiles const& files, std::string const& name, std::size_t numel) {
