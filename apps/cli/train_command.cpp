@@ -75,13 +75,16 @@ constexpr char const* kAbout =
     "Fine-tunes the checkpoint DIR on TRAIN.jsonl as Hugging Face's Trainer does (AdamW, a linear\n"
     "schedule, clipping at 1.0, shuffled each epoch by torch.randperm seeded seed + epoch) and writes\n"
     "OUT/: config.json (architectures Deberta(V2)For<Head>, id2label, label2id, problem_type),\n"
-    "model.safetensors and the tokenizer files, which 'flashdeberta classify' / 'ner' / 'fill-mask' and\n"
-    "transformers load as they are. JSON lines per task (one example per line):\n"
+    "model.safetensors and the tokenizer files, which 'flashdeberta classify' / 'ner' / 'fill-mask' /\n"
+    "'qa' and transformers load as they are. JSON lines per task (one example per line):\n"
     "  text-classification   {\"text\", \"text_pair\"?, \"label\"}: a name or an index; a number with\n"
     "                        --problem-type regression, a list of names with multi_label_classification\n"
     "  token-classification  {\"tokens\": [...], \"ner_tags\": [...]}: tags as names or indexes\n"
     "  masked-lm             {\"text\"}: 15% of the tokens masked as DataCollatorForLanguageModeling\n"
     "  multiple-choice       {\"question\" or \"sent1\", \"choices\": [...], \"label\"} or SWAG's columns\n"
+    "  question-answering    {\"question\", \"context\", \"answers\": {\"text\": [...], \"answer_start\": [...]}}\n"
+    "                        as SQuAD's (answer_start in characters); contexts cut into windows of\n"
+    "                        --max-length sharing --doc-stride tokens, each trained on the first answer\n"
     "Every line is read and checked before training starts; a refusal names the file and the line.\n"
     "Dropout follows config.json (hidden_dropout_prob, attention_probs_dropout_prob, pooler_dropout,\n"
     "cls_dropout), drawn from flashdeberta's own seeded generator.";
@@ -89,7 +92,8 @@ constexpr char const* kAbout =
 constexpr char const* kFooter =
     "Prints, on stdout, one JSON line per evaluation (also appended to OUT/eval.jsonl): epoch, step,\n"
     "eval_loss and eval_accuracy / eval_f1 (macro) for text classification, eval_precision / recall / f1\n"
-    "(seqeval, IOB2 entities) and eval_accuracy for token classification, perplexity for masked-lm; then\n"
+    "(seqeval, IOB2 entities) and eval_accuracy for token classification, perplexity for masked-lm,\n"
+    "eval_exact_match / eval_f1 (SQuAD's, in percent) for question-answering; then\n"
     "{\"global_step\", \"epoch\", \"train_loss\", \"output\"}. Progress on stderr: a bar at a terminal, else a\n"
     "line every --logging-steps steps.\n"
     "SIGINT / SIGTERM: the run stops after the current optimizer step, writes OUT/checkpoint-<step>/ and\n"
@@ -106,7 +110,8 @@ int train_command(std::span<char const* const> args) {
   std::int64_t seed = 42;
   std::optional<std::int64_t> max_steps, max_length;
   CommandLine cli("train", kAbout, 31);
-  cli.option("--task", task, "T", "text-classification (default), token-classification, masked-lm or\nmultiple-choice");
+  cli.option("--task", task, "T",
+             "text-classification (default), token-classification, masked-lm,\nmultiple-choice or question-answering");
   cli.option("--model", o.runtime.model, "DIR", "the checkpoint to start from (HF directory, its tokenizer files too)")
       ->required();
   cli.option("--train", o.train_file, "TRAIN.jsonl", "the training examples")->required();
@@ -168,6 +173,9 @@ int train_command(std::span<char const* const> args) {
            "token classification: every sub-word takes its word's tag (default: the\nfirst only, -100 on the rest)");
   cli.option("--mlm-probability", o.mlm_probability, "P", "masked-lm: the share of tokens masked (default 0.15)")
       ->transform(number_in(0.0, 1.0));
+  cli.option("--doc-stride", o.doc_stride, "N",
+             "question-answering: the tokens neighbouring windows of a long context\nshare (default 128, run_qa's)")
+      ->transform(integer_in(0, 1000000));
   cli.group("runtime options");
   cli.option("--threads", o.runtime.threads, "N", "host threads; 0 (default) uses every core")
       ->transform(integer_in(0, runtime::kMaxThreads));
@@ -177,8 +185,6 @@ int train_command(std::span<char const* const> args) {
   cli.footer(kFooter);
   if (!cli.parse(args)) return 0;
   o.task = runtime::parse_training_task(task);
-  if (o.task == runtime::TrainingTask::kQuestionAnswering)
-    cli.fail("--task question-answering is not supported by flashdeberta train yet");
   if (labels) o.labels = split_labels(*labels);
   o.seed = static_cast<std::uint64_t>(seed);
   o.max_steps = max_steps;

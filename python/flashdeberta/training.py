@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
 from . import _native
 
-_TASKS = ("text-classification", "token-classification", "masked-lm", "multiple-choice")
+_TASKS = ("text-classification", "token-classification", "masked-lm", "multiple-choice", "question-answering")
 
 
 @dataclass
@@ -64,14 +64,15 @@ def _dataset_file(dataset, directory: str, name: str) -> str:
 
 class Trainer:
     """Fine-tunes `model` (a checkpoint directory) on `train_dataset` for `task`: text-classification (columns text,
-    text_pair, label), token-classification (tokens, ner_tags), masked-lm (text) or multiple-choice (question and
-    choices, or SWAG's columns). `labels` fixes the label set and its order; `on_log(dict)` receives each logging
+    text_pair, label), token-classification (tokens, ner_tags), masked-lm (text), multiple-choice (question and
+    choices, or SWAG's columns) or question-answering (question, context, answers as SQuAD's: {"text": [...],
+    "answer_start": [...]}; long contexts cut into windows sharing `doc_stride` tokens). `labels` fixes the label set and its order; `on_log(dict)` receives each logging
     step's loss, learning rate, gradient norm and tokens per second."""
 
     def __init__(self, model, args: TrainingArguments, train_dataset, eval_dataset=None,
                  task: str = "text-classification", labels: Optional[List[str]] = None,
                  problem_type: Optional[str] = None, max_length: Optional[int] = None, label_all_tokens: bool = False,
-                 mlm_probability: float = 0.15, threads: int = 0, attention: str = "flash",
+                 mlm_probability: float = 0.15, doc_stride: int = 128, threads: int = 0, attention: str = "flash",
                  on_log: Optional[Callable[[Dict[str, Any]], None]] = None):
         if task not in _TASKS:
             raise ValueError("task %r is not one of %s" % (task, ", ".join(_TASKS)))
@@ -85,6 +86,7 @@ class Trainer:
         self.max_length = max_length
         self.label_all_tokens = label_all_tokens
         self.mlm_probability = mlm_probability
+        self.doc_stride = doc_stride
         self.threads = threads
         self.attention = attention
         self.on_log = on_log
@@ -125,5 +127,6 @@ class Trainer:
             lr_scheduler_type=a.lr_scheduler_type, max_grad_norm=float(a.max_grad_norm),
             save_steps=int(a.save_steps), logging_steps=int(a.logging_steps), resume=bool(resume_from_checkpoint),
             labels=self.labels, problem_type=self.problem_type, label_all_tokens=self.label_all_tokens,
-            mlm_probability=float(self.mlm_probability), threads=int(self.threads), attention=self.attention,
+            mlm_probability=float(self.mlm_probability), doc_stride=int(self.doc_stride), threads=int(self.threads),
+            attention=self.attention,
             on_log=self.on_log)

@@ -29,8 +29,8 @@ py::dict train(std::string const& task, std::string const& model, std::string co
                std::int64_t warmup_steps, double warmup_ratio, std::string const& scheduler, double max_grad_norm,
                std::int64_t save_steps, std::int64_t logging_steps, bool resume,
                std::optional<std::vector<std::string>> const& labels, std::string const& problem_type,
-               bool label_all_tokens, double mlm_probability, int threads, std::string const& attention,
-               py::object const& on_log) {
+               bool label_all_tokens, double mlm_probability, std::int64_t doc_stride, int threads,
+               std::string const& attention, py::object const& on_log) {
   runtime::TrainerOptions o;
   o.task = runtime::parse_training_task(task);
   o.runtime = runtime_options(model, "eigen", "float32", attention, threads, runtime::kMaxTokensLimit);
@@ -56,6 +56,7 @@ py::dict train(std::string const& task, std::string const& model, std::string co
   o.problem = problem_type_of(problem_type);
   o.label_all_tokens = label_all_tokens;
   o.mlm_probability = mlm_probability;
+  o.doc_stride = doc_stride;
 
   std::vector<std::string> evaluations;
   bool interrupted_by_python = false;
@@ -95,8 +96,8 @@ void bind_train(py::module_& m) {
         py::arg("seed"), py::arg("learning_rate"), py::arg("weight_decay"), py::arg("warmup_steps"),
         py::arg("warmup_ratio"), py::arg("lr_scheduler_type"), py::arg("max_grad_norm"), py::arg("save_steps"),
         py::arg("logging_steps"), py::arg("resume"), py::arg("labels"), py::arg("problem_type"),
-        py::arg("label_all_tokens"), py::arg("mlm_probability"), py::arg("threads"), py::arg("attention"),
-        py::arg("on_log"));
+        py::arg("label_all_tokens"), py::arg("mlm_probability"), py::arg("doc_stride"), py::arg("threads"),
+        py::arg("attention"), py::arg("on_log"));
 }
 
 }  // namespace flashdeberta::python

@@ -18,6 +18,7 @@
 #include "flashdeberta/runtime/backend_entry.hpp"
 #include "flashdeberta/runtime/loaded_model.hpp"
 #include "flashdeberta/runtime/trainer.hpp"
+#include "training_internal.hpp"
 
 namespace flashdeberta::runtime {
 
@@ -25,13 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-std::uint64_t mix(std::uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // Dropout as config.json sets it for the head's class (HF's defaults where a key is absent).
 DropoutRates dropout_of(std::string const& config_text, TrainingTask task) {
@@ -50,116 +44,6 @@ DropoutRates dropout_of(std::string const& config_text, TrainingTask task) {
   d.classifier = pooled ? static_cast<float>(number("cls_dropout", d.hidden)) : d.hidden;
   if (task == TrainingTask::kQuestionAnswering || task == TrainingTask::kMaskedLM) d.classifier = 0.0f;
   return d;
-}
-
-std::int64_t argmax(float const* row, std::int64_t n) { return std::max_element(row, row + n) - row; }
-
-// seqeval's chunks of an IOB2 tag sequence (its default, non-strict mode, as conlleval): (type, begin, end).
-std::set<std::tuple<std::string, std::size_t, std::size_t>> entities(std::vector<std::string> const& tags) {
-  std::set<std::tuple<std::string, std::size_t, std::size_t>> out;
-  std::string type;
-  std::size_t begin = 0;
-  bool open = false;
-  for (std::size_t i = 0; i <= tags.size(); ++i) {
-    std::string const tag = i < tags.size() ? tags[i] : "O";
-    char const prefix = tag.size() > 1 && tag[1] == '-' ? tag[0] : (tag == "O" ? 'O' : 'I');
-    std::string const t = tag.size() > 2 && tag[1] == '-' ? tag.substr(2) : (tag == "O" ? "" : tag);
-    bool const starts = prefix == 'B' || prefix == 'S' || (prefix != 'O' && (!open || t != type));
-    if (open && (prefix == 'O' || starts)) out.emplace(type, begin, i), open = false;
-    if (starts) type = t, begin = i, open = true;
-  }
-  return out;
-}
-
-struct Evaluation {
-  double loss = 0.0;
-  std::size_t examples = 0;
-  nlohmann::ordered_json metrics = nlohmann::ordered_json::object();
-};
-
-Evaluation evaluate(TrainingSession& session, TrainingData const& data, DataPlan const& plan, TrainerOptions const& o,
-                    std::int64_t mask_id, std::int64_t vocab) {
-  Evaluation ev;
-  std::size_t const n = data.examples.size();
-  std::int64_t const labels = static_cast<std::int64_t>(plan.labels.size());
-  std::vector<std::int64_t> predicted, truth;                      // classes, choices
-  std::vector<std::vector<std::string>> tag_truth, tag_predicted;  // token classification, per example
-  for (std::size_t first = 0; first < n; first += static_cast<std::size_t>(o.batch_size)) {
-    std::vector<TrainingExample const*> batch;
-    for (std::size_t i = first; i < std::min(n, first + static_cast<std::size_t>(o.batch_size)); ++i)
-      batch.push_back(&data.examples[i]);
-    // Evaluation masks the same tokens every epoch, so that its loss compares across epochs.
-    TrainingBatch const b = make_training_batch(batch, plan, mask_id, vocab, o.mlm_probability, mix(o.seed) ^ 0xe7a1);
-    TrainingLoss const loss = session.evaluate(b.batch, b.targets);
-    ev.loss += loss.loss * static_cast<double>(batch.size());
-    ev.examples += batch.size();
-    if (plan.task == TrainingTask::kTokenClassification) {
-      std::size_t token = 0;
-      for (TrainingExample const* ex : batch) {
-        std::vector<std::string> t, p;
-        for (std::int64_t label : ex->tokens) {
-          if (label != kIgnoredLabel) {
-            t.push_back(plan.labels[label]);
-            p.push_back(plan.labels[argmax(&loss.logits[token * labels], labels)]);
-          }
-          ++token;
-        }
-        tag_truth.push_back(std::move(t));
-        tag_predicted.push_back(std::move(p));
-      }
-    } else if (plan.task == TrainingTask::kMultipleChoice ||
-               (plan.task == TrainingTask::kTextClassification && plan.problem == ProblemType::kSingleLabel)) {
-      std::int64_t const width =
-          plan.task == TrainingTask::kMultipleChoice ? static_cast<std::int64_t>(plan.choices) : labels;
-      for (std::size_t i = 0; i < batch.size(); ++i) {
-        predicted.push_back(argmax(&loss.logits[i * width], width));
-        truth.push_back(batch[i]->label);
-      }
-    }
-  }
-  ev.loss /= static_cast<double>(std::max<std::size_t>(ev.examples, 1));
-  ev.metrics["eval_loss"] = ev.loss;
-  if (!truth.empty()) {
-    std::size_t right = 0;
-    for (std::size_t i = 0; i < truth.size(); ++i) right += predicted[i] == truth[i];
-    ev.metrics["eval_accuracy"] = static_cast<double>(right) / static_cast<double>(truth.size());
-  }
-  if (plan.task == TrainingTask::kTextClassification && plan.problem == ProblemType::kSingleLabel) {
-    // sklearn's f1_score(average="macro"): the mean F1 over the labels present in the truth or the predictions.
-    std::set<std::int64_t> present(truth.begin(), truth.end());
-    present.insert(predicted.begin(), predicted.end());
-    double sum = 0.0;
-    for (std::int64_t c : present) {
-      double tp = 0, fp = 0, fn = 0;
-      for (std::size_t i = 0; i < truth.size(); ++i) {
-        tp += predicted[i] == c && truth[i] == c;
-        fp += predicted[i] == c && truth[i] != c;
-        fn += predicted[i] != c && truth[i] == c;
-      }
-      sum += tp == 0 ? 0.0 : 2 * tp / (2 * tp + fp + fn);
-    }
-    ev.metrics["eval_f1"] = present.empty() ? 0.0 : sum / static_cast<double>(present.size());
-  }
-  if (plan.task == TrainingTask::kTokenClassification) {  // seqeval's micro scores, and the token accuracy
-    double tp = 0, guessed = 0, gold = 0, right = 0, tokens = 0;
-    for (std::size_t i = 0; i < tag_truth.size(); ++i) {
-      auto const t = entities(tag_truth[i]);
-      auto const p = entities(tag_predicted[i]);
-      for (auto const& e : p) tp += t.contains(e);
-      guessed += static_cast<double>(p.size());
-      gold += static_cast<double>(t.size());
-      for (std::size_t k = 0; k < tag_truth[i].size(); ++k) right += tag_truth[i][k] == tag_predicted[i][k];
-      tokens += static_cast<double>(tag_truth[i].size());
-    }
-    double const precision = guessed > 0 ? tp / guessed : 0.0, recall = gold > 0 ? tp / gold : 0.0;
-    ev.metrics["eval_precision"] = precision;
-    ev.metrics["eval_recall"] = recall;
-    ev.metrics["eval_f1"] = precision + recall > 0 ? 2 * precision * recall / (precision + recall) : 0.0;
-    ev.metrics["eval_accuracy"] = tokens > 0 ? right / tokens : 0.0;
-  }
-  if (plan.task == TrainingTask::kMaskedLM) ev.metrics["perplexity"] = std::exp(ev.loss);
-  ev.metrics["eval_samples"] = ev.examples;
-  return ev;
 }
 
 void append_line(fs::path const& file, std::string const& line) {
@@ -187,6 +71,7 @@ TrainingResult train(TrainerOptions const& o, TrainerHooks const& hooks) {
   std::int64_t const limit = std::min<std::int64_t>(512, tok.model_max_length().value_or(512));
   plan.max_length = o.max_length.value_or(limit);
   plan.label_all_tokens = o.label_all_tokens;
+  plan.doc_stride = o.doc_stride;
   plan.token_types = config.type_vocab_size > 0;
   TrainingData const train_data = read_training_data(o.train_file, plan, tok);
   std::optional<TrainingData> eval_data;

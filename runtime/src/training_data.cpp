@@ -11,24 +11,16 @@
 #include "flashdeberta/core/error.hpp"
 #include "flashdeberta/io/json.hpp"
 #include "flashdeberta/runtime/trainer.hpp"
+#include "training_internal.hpp"
 
 namespace flashdeberta::runtime {
 
-namespace {
+namespace detail {
 
-using io::Json;
-
-struct Line {
-  std::size_t number = 0;  // 1-based
-  Json doc;
-};
-
-// "train.jsonl line 3: <message>"
-[[noreturn]] void refuse(std::filesystem::path const& file, std::size_t line, std::string const& message) {
+void refuse(std::filesystem::path const& file, std::size_t line, std::string const& message) {
   FLASHDEBERTA_FAIL(file.string() << " line " << line << ": " << message);
 }
 
-// Every non-blank line of `file` as a JSON object.
 std::vector<Line> read_json_lines(std::filesystem::path const& file) {
   std::ifstream in(file, std::ios::binary);
   FLASHDEBERTA_REQUIRE_FILE(in && !std::filesystem::is_directory(file),
@@ -51,8 +43,8 @@ std::vector<Line> read_json_lines(std::filesystem::path const& file) {
   return lines;
 }
 
-Json const& column(std::filesystem::path const& file, Line const& line, std::string const& name,
-                   std::string const& expected) {
+io::Json const& column(std::filesystem::path const& file, Line const& line, std::string const& name,
+                       std::string const& expected) {
   auto const it = line.doc.find(name);
   if (it == line.doc.end() || it->is_null())
     refuse(file, line.number, "missing column \"" + name + "\" (" + expected + ")");
@@ -60,11 +52,28 @@ Json const& column(std::filesystem::path const& file, Line const& line, std::str
 }
 
 std::string const& string_column(std::filesystem::path const& file, Line const& line, std::string const& name) {
-  Json const& value = column(file, line, name, "a string");
+  io::Json const& value = column(file, line, name, "a string");
   if (!value.is_string())
     refuse(file, line.number, "\"" + name + "\" is a JSON " + value.type_name() + ", not a string");
   return value.get_ref<std::string const&>();
 }
+
+TrainingSequence sequence_of(tokenizer::Encoding const& e, bool token_types) {
+  TrainingSequence s;
+  for (std::size_t t = 0; t < e.size(); ++t) {
+    s.ids.push_back(static_cast<std::int32_t>(e.input_ids[t]));
+    if (token_types) s.token_types.push_back(static_cast<std::int32_t>(e.token_type_ids[t]));
+    s.special.push_back(e.sequence_ids[t] < 0 ? 1 : 0);
+  }
+  return s;
+}
+
+}  // namespace detail
+
+namespace {
+
+using io::Json;
+using namespace detail;
 
 // The label column's name per task.
 char const* label_column(TrainingTask task) {
@@ -87,26 +96,6 @@ std::int64_t label_id(std::filesystem::path const& file, std::size_t line, Json 
     return id;
   }
   refuse(file, line, std::string("a label is a JSON ") + value.type_name() + ", not a name or an index");
-}
-
-// Tokenizer refusals (invalid UTF-8) named by file and line.
-template <class Fn>
-auto tokenize_at(std::filesystem::path const& file, std::size_t line, Fn&& fn) {
-  try {
-    return fn();
-  } catch (Error const& e) {
-    refuse(file, line, std::string("the tokenizer refuses the text: ") + e.what());
-  }
-}
-
-TrainingSequence sequence_of(tokenizer::Encoding const& e, bool token_types) {
-  TrainingSequence s;
-  for (std::size_t t = 0; t < e.size(); ++t) {
-    s.ids.push_back(static_cast<std::int32_t>(e.input_ids[t]));
-    if (token_types) s.token_types.push_back(static_cast<std::int32_t>(e.token_type_ids[t]));
-    s.special.push_back(e.sequence_ids[t] < 0 ? 1 : 0);
-  }
-  return s;
 }
 
 tokenizer::EncodeOptions truncating(DataPlan const& plan) {
@@ -223,14 +212,6 @@ TrainingExample choice_example(std::filesystem::path const& file, Line const& li
   return ex;
 }
 
-// splitmix64: decorrelates the per-example seeds of masked LM's masking.
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 }  // namespace
 
 std::string_view training_task_name(TrainingTask task) {
@@ -324,10 +305,12 @@ std::vector<std::string> decide_labels(TrainerOptions const& options, ModelConfi
 }
 
 TrainingData read_training_data(std::filesystem::path const& file, DataPlan& plan, tokenizer::Tokenizer const& tok) {
-  FLASHDEBERTA_REQUIRE(plan.task != TrainingTask::kQuestionAnswering,
-                       "--task question-answering: not supported yet by flashdeberta train");
   TrainingData data;
   for (Line const& line : read_json_lines(file)) {
+    if (plan.task == TrainingTask::kQuestionAnswering) {
+      read_question_answering(file, line, plan, tok, data);
+      continue;
+    }
     TrainingExample ex;
     switch (plan.task) {
       case TrainingTask::kTokenClassification:
@@ -385,6 +368,8 @@ TrainingBatch make_training_batch(std::vector<TrainingExample const*> const& exa
     }
     if (plan.task == TrainingTask::kTokenClassification)
       out.targets.classes.insert(out.targets.classes.end(), ex->tokens.begin(), ex->tokens.end());
+    else if (plan.task == TrainingTask::kQuestionAnswering)
+      out.targets.starts.push_back(ex->answer_start), out.targets.ends.push_back(ex->answer_end);
     else if (plan.task != TrainingTask::kMaskedLM && ex->values.empty())
       out.targets.classes.push_back(ex->label);
     out.targets.values.insert(out.targets.values.end(), ex->values.begin(), ex->values.end());

@@ -9,6 +9,7 @@
 
 #include "cli_harness.hpp"
 #include "flashdeberta/io/safetensors.hpp"
+#include "flashdeberta/pipelines/text_span.hpp"
 #include "flashdeberta/runtime/trainer.hpp"
 
 namespace flashdeberta::testing {
@@ -42,6 +43,22 @@ std::vector<std::string> train_args(ScratchDir const& dir, fs::path const& out, 
 }
 
 io::Json read_json(fs::path const& file) { return io::Json::parse(read_text(file)); }
+
+// SQuAD-style lines whose contexts --max-length 32 cuts into several windows; the answer is a maintainer's name.
+std::string qa_lines(int count) {
+  char const* const names[] = {"Alice Smith", "Bob Jones", "Carol White", "Dan Brown"};
+  std::string out;
+  for (int i = 0; i < count; ++i) {
+    std::string const name = names[i % 4];
+    std::string const context = "The tool number " + std::to_string(i) +
+                                " is a command-line program for managing archives. It is maintained by " + name +
+                                " since 2019. Releases come every spring and autumn, with a manual for each option.";
+    out += R"({"question": "Who maintains tool number )" + std::to_string(i) + R"(?", "context": ")" + context +
+           R"(", "answers": {"text": [")" + name + R"("], "answer_start": [)" + std::to_string(context.find(name)) +
+           "]}}\n";
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -190,6 +207,81 @@ TEST_CASE("train: SIGTERM then --resume ends bit-identical to an uninterrupted r
   std::size_t differing = 0;
   for (std::string const& name : a.names()) differing += a.read_f32(name) != b.read_f32(name);
   CHECK(differing == 0);
+}
+
+TEST_CASE("train: question answering cuts contexts into windows labelled with the answer's tokens, as run_qa") {
+  ScratchDir const dir("train");
+  dir.write("train.jsonl", qa_lines(4));
+  tokenizer::Tokenizer const tok = tokenizer::load_tokenizer(tiny_en());
+  runtime::DataPlan plan;
+  plan.task = runtime::TrainingTask::kQuestionAnswering;
+  plan.max_length = 32;
+  plan.doc_stride = 8;
+  runtime::TrainingData const data = runtime::read_training_data(dir / "train.jsonl", plan, tok);
+  REQUIRE(data.references.size() == 4);
+  CHECK(data.examples.size() > 8);  // several windows per context
+  std::vector<int> answered(4, 0);
+  for (runtime::TrainingExample const& ex : data.examples) {
+    CHECK(ex.sequences.at(0).ids.size() <= 32);
+    CHECK(ex.context_offsets.size() == ex.sequences[0].ids.size());
+    std::string const& context = data.references[ex.reference].context;
+    std::string const& answer = data.references[ex.reference].answers.at(0);
+    if (ex.answer_start == 0) {  // [CLS]: the window does not hold the whole answer
+      CHECK(ex.answer_end == 0);
+      continue;
+    }
+    ++answered[ex.reference];
+    REQUIRE(ex.answer_start <= ex.answer_end);
+    std::string text = pipelines::substr_code_points(context, ex.context_offsets[ex.answer_start].begin,
+                                                     ex.context_offsets[ex.answer_end].end);
+    text.erase(0, text.find_first_not_of(' '));
+    CHECK(text == answer);
+  }
+  for (int a : answered) CHECK(a >= 1);  // the windows overlap by 8 tokens: one at least holds the name whole
+
+  fs::path const out = dir / "out";
+  auto const refused = [&](std::string const& line, std::string const& needle) {
+    dir.write("bad.jsonl", line + "\n");
+    check_one_line_error(run_cli({"train", "--task", "question-answering", "--model", tiny_en().string(), "--train",
+                                  (dir / "bad.jsonl").string(), "--output", out.string()}),
+                         1, (dir / "bad.jsonl").string() + " line 1: " + needle);
+  };
+  refused(R"({"question": "Who?", "context": "Ann wrote it.", "answers": {"text": ["Bob"], "answer_start": [0]}})",
+          "answer 0 (\"Bob\") is not the context's text at answer_start 0 (\"Ann\")");
+  refused(R"({"question": "Who?", "context": "Ann wrote it.", "answers": {"text": ["it."], "answer_start": [12]}})",
+          "answer 0 (\"it.\") at answer_start 12 runs past the context's 13 characters");
+  refused(R"({"question": "Who?", "context": "Ann", "answers": {"text": ["Ann"], "answer_start": []}})",
+          "\"answers\" has 1 texts but 0 answer_start values");
+  refused(R"({"question": "Who?", "context": "Ann"})", "missing column \"answers\"");
+  CHECK(!fs::exists(out));
+
+  CliResult const r =
+      run_cli({"train", "--task", "question-answering", "--model", tiny_en().string(), "--train",
+               (dir / "train.jsonl").string(), "--eval", (dir / "train.jsonl").string(), "--output", out.string(),
+               "--max-length", "32", "--doc-stride", "8", "--epochs", "1", "--threads", "2"});
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  auto const lines = json_lines(r.out);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0]["eval_exact_match"].get<double>() >= 0.0);
+  CHECK(lines[0]["eval_f1"].get<double>() <= 100.0);
+  CHECK(lines[0]["eval_samples"] == 4);  // examples, as run_qa counts them, not windows
+  CHECK(read_json(out / "config.json")["architectures"] == io::Json::array({"DebertaV2ForQuestionAnswering"}));
+  CHECK(SafetensorsFile::open(out / "model.safetensors").info("qa_outputs.weight").shape ==
+        std::vector<std::int64_t>{2, 256});
+  run_cli_lines({"qa", "--model", out.string(), "--threads", "2", "--question", "Who maintains it?", "--context",
+                 "It is maintained by Alice Smith."},
+                1);
+}
+
+TEST_CASE("train: SQuAD's exact match and F1, as the squad metric computes them") {
+  std::vector<runtime::AnswerReference> const refs = {
+      {"", {"Eiffel Tower", "the tower"}}, {"", {"Alice Smith"}}, {"", {"1889"}}, {"", {}}};
+  runtime::SquadScores const s = runtime::squad_scores({"The Eiffel tower!", "Alice", "in 1889", ""}, refs);
+  // exact: 1 (articles, case and punctuation ignored), 0, 0, 1 (no answer, none given); F1: 1, 2/3, 2/3, 1.
+  CHECK(s.exact_match == doctest::Approx(50.0));
+  CHECK(s.f1 == doctest::Approx(100.0 * (1 + 2.0 / 3 + 2.0 / 3 + 1) / 4));
+  CHECK_THROWS_WITH_AS(runtime::squad_scores({"a"}, {}), doctest::Contains("1 predictions for 0 references"), Error);
 }
 
 TEST_CASE("train: the epoch order is torch.randperm(N, seed + epoch), as HF's Trainer drew it") {

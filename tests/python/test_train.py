@@ -65,3 +65,20 @@ def test_trainer_refuses_bad_items_naming_them(tmp_path):
         flashdeberta.Trainer(model=TINY_EN, args=args, train_dataset=items, task="summarization")
     with pytest.raises(ValueError, match=r"train_dataset\[1\] is a str"):
         flashdeberta.Trainer(model=TINY_EN, args=args, train_dataset=[{"text": "a", "label": "x"}, "b"]).train()
+
+
+def test_trainer_fine_tunes_question_answering_on_squad_columns(tmp_path):
+    names = ["Alice Smith", "Bob Jones", "Carol White", "Dan Brown"]
+    squad = []
+    for i in range(16):
+        context = "Tool %d manages archives. It is maintained by %s since 2019." % (i, names[i % 4])
+        squad.append({"question": "Who maintains tool %d?" % i, "context": context,
+                      "answers": {"text": [names[i % 4]], "answer_start": [context.index(names[i % 4])]}})
+    args = flashdeberta.TrainingArguments(output_dir=str(tmp_path / "qa"), num_train_epochs=3, learning_rate=3e-4,
+                                          per_device_train_batch_size=8)
+    result = flashdeberta.Trainer(model=TINY_EN, args=args, task="question-answering", train_dataset=squad,
+                                  eval_dataset=squad[:8], max_length=24, doc_stride=8, threads=2).train()
+    assert 0 <= result.metrics["eval_exact_match"] <= 100 and 0 <= result.metrics["eval_f1"] <= 100
+    assert result.metrics["eval_samples"] == 8
+    qa = flashdeberta.pipeline("question-answering", model=str(tmp_path / "qa"))
+    assert "answer" in qa(question="Who maintains tool 3?", context=squad[3]["context"])

@@ -69,11 +69,24 @@ struct TrainingExample {
   std::vector<float> values;         // regression target, or multi-hot (num_labels)
   std::vector<std::int64_t> tokens;  // token classification: a label per token, -100 where not scored
   std::size_t line = 0;              // 1-based line of its file
+  // Question answering: one example per window of a context; the answer's first and last token in it (both 0,
+  // [CLS], when the window does not hold the whole answer), the reference it came from, and each token's code
+  // points of that context ({-1, -1} outside the context).
+  std::int64_t answer_start = 0, answer_end = 0;
+  std::size_t reference = 0;
+  std::vector<tokenizer::Span> context_offsets;
+};
+
+// Question answering: what SQuAD's metrics compare a prediction with, one per line.
+struct AnswerReference {
+  std::string context;
+  std::vector<std::string> answers;  // empty: the context holds no answer
 };
 
 struct TrainingData {
   std::vector<TrainingExample> examples;
-  std::size_t max_tokens = 0;  // the longest example's tokens (all its sequences)
+  std::size_t max_tokens = 0;               // the longest example's tokens (all its sequences)
+  std::vector<AnswerReference> references;  // question answering, by line
 };
 
 // What a run decided before reading the examples: the labels, the tokenizer and the truncation length.
@@ -83,8 +96,9 @@ struct DataPlan {
   std::vector<std::string> labels;  // id order; empty for masked LM, multiple choice, QA
   std::int64_t max_length = 512;
   bool label_all_tokens = false;
-  bool token_types = false;  // the model has token types (type_vocab_size > 0)
-  std::size_t choices = 0;   // multiple choice: every example's choice count
+  bool token_types = false;       // the model has token types (type_vocab_size > 0)
+  std::size_t choices = 0;        // multiple choice: every example's choice count
+  std::int64_t doc_stride = 128;  // question answering: the tokens neighbouring windows share
 };
 
 // The label set of a classification run: `given` (--labels), else the checkpoint's id2label unless it holds
@@ -108,6 +122,17 @@ TrainingBatch make_training_batch(std::vector<TrainingExample const*> const& exa
 // below 2^32 / 20: mt19937 seeded with the seed's low 32 bits, then for i in [0, n - 1) swap r[i] and
 // r[i + mt() % (n - i)]). HF's SeedableRandomSampler orders epoch e by it with seed + e.
 std::vector<std::int64_t> torch_randperm(std::int64_t n, std::uint64_t seed);
+
+// ---- Question answering's metric (training_qa.cpp) ----
+
+struct SquadScores {
+  double exact_match = 0.0;  // percent, as the squad metric reports them
+  double f1 = 0.0;
+};
+// The squad metric: per prediction the best exact match and token F1 against its reference's answers, after
+// normalize_answer (lower case, ASCII punctuation and the articles a / an / the removed, whitespace collapsed).
+// A reference without answers counts the empty answer.
+SquadScores squad_scores(std::vector<std::string> const& predictions, std::vector<AnswerReference> const& references);
 
 // ---- The loop (trainer.cpp) ----
 
