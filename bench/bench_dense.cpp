@@ -8,6 +8,7 @@
 #include <Eigen/Core>
 
 #include "bench_common.hpp"
+#include "flashdeberta/eigen/ops/dense_ops.hpp"
 #include "flashdeberta/policy/profiling_policy.hpp"
 
 namespace flashdeberta::bench {

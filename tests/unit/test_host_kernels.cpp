@@ -7,6 +7,8 @@
 #include <string>
 
 #include "flashdeberta/eigen/eigen_policy.hpp"
+#include "flashdeberta/eigen/host_kernels.hpp"
+#include "flashdeberta/eigen/ops/attention_flash.hpp"
 
 #ifndef FLASHDEBERTA_TEST_NATIVE
 #error "FLASHDEBERTA_TEST_NATIVE must be defined (tests/unit/CMakeLists.txt)"
@@ -28,6 +30,8 @@ bool cpu_has_avx512f() {
 TEST_CASE("host flash attention: the compiled kernels match the build's target") {
   namespace detail = flashdeberta::eigen_ops::detail;
   bool const compiled = detail::kHasFlashMicrokernel;
+  // The operations the policy runs may be compiled apart from this file (flashdeberta::eigen_ops): the same target.
+  CHECK(flashdeberta::eigen_flash_microkernels() == compiled);
   bool const cpu = cpu_has_avx512f();
   std::string const build = FLASHDEBERTA_TEST_NATIVE ? "-march=native" : "portable";
   std::string const path = compiled ? "AVX-512 micro-kernels (head size 64)" : "Eigen products";

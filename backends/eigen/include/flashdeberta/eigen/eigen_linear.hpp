@@ -1,15 +1,17 @@
 // EigenPolicy's linear layers in the dtype the user asked for (EigenOptions::linear_dtype): bf16 / int8 through
 // oneDNN (flashdeberta::onednn, docs/host-dtypes.md) when the build has it; float32 through oneDNN's matmul on
 // weights packed at load, or on Eigen / the skinny kernel over the weights where they lie (EigenOptions::f32_linear).
+// The choices and the prepared weight's type; preparing and running them is ops/prepared_gemm.hpp's.
 #pragma once
 
 #include <memory>
 
-#include "flashdeberta/eigen/ops/dense_ops.hpp"
+#include "flashdeberta/core/dtype.hpp"
+#include "flashdeberta/core/error.hpp"
 
-#if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
-#include "flashdeberta/onednn/prepared_linear.hpp"
-#endif
+namespace flashdeberta::onednn {
+class PreparedLinear;  // flashdeberta/onednn/prepared_linear.hpp: only the operations (eigen_policy_ops.hpp) use it
+}  // namespace flashdeberta::onednn
 
 namespace flashdeberta {
 
@@ -49,27 +51,6 @@ inline bool f32_linear_on_onednn(F32Linear choice) {
                        "EigenPolicy: float32 linear layers on oneDNN need oneDNN, and this build has none (install "
                        "libdnnl-dev and configure with FLASHDEBERTA_WITH_ONEDNN=ON)");
   return kHasOnednn && choice != F32Linear::kEigen;
-}
-
-inline PreparedLinear prepare_linear([[maybe_unused]] MatrixRef const& weight, [[maybe_unused]] DType dtype,
-                                     [[maybe_unused]] bool f32_on_onednn, [[maybe_unused]] int threads) {
-#if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
-  if (dtype != DType::kF32 || f32_on_onednn)
-    return std::make_shared<onednn::PreparedLinear const>(weight, dtype, threads);
-#endif
-  return {};
-}
-
-// A prepared weight runs through oneDNN; alpha != 1 and float64 sums (never asked of linear layers) stay on Eigen.
-inline void gemm_prepared(GemmArgs const& args, [[maybe_unused]] PreparedLinear const& prepared, int threads) {
-#if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
-  if (prepared && args.alpha == 1.0f && !args.accumulate_f64) {
-    Activation const act = args.activation;
-    prepared->run(args, threads, [act](float* row, std::int64_t cols) { eigen_ops::activate_row(row, cols, act); });
-    return;
-  }
-#endif
-  eigen_ops::gemm(args, threads);
 }
 
 }  // namespace flashdeberta::eigen_detail

@@ -1,5 +1,7 @@
 // EigenPolicy: the host execution policy. Eigen GEMMs, OpenMP threads, float32 compute; linear layers in bf16 or
-// int8 through oneDNN on request (eigen_linear.hpp).
+// int8 through oneDNN on request (eigen_linear.hpp). This header declares it; its operations are defined in
+// eigen_policy_ops.hpp, included at the end (header-only) unless the target links flashdeberta::eigen_ops, which
+// compiled them once.
 #pragma once
 
 #include <algorithm>
@@ -10,16 +12,9 @@
 #include <optional>
 #include <span>
 
-#include <Eigen/Core>
-
 #include "flashdeberta/core/host_buffer.hpp"
 #include "flashdeberta/eigen/eigen_linear.hpp"
 #include "flashdeberta/eigen/free_cores.hpp"
-#include "flashdeberta/eigen/ops/attention_backward.hpp"
-#include "flashdeberta/eigen/ops/attention_eager.hpp"
-#include "flashdeberta/eigen/ops/attention_flash.hpp"
-#include "flashdeberta/eigen/ops/dense_ops.hpp"
-#include "flashdeberta/eigen/ops/training_ops.hpp"
 #include "flashdeberta/policy/concepts.hpp"
 #include "flashdeberta/policy/host_adoption.hpp"
 #include "flashdeberta/policy/host_memory.hpp"
@@ -104,12 +99,7 @@ class EigenPolicy {
 
   // Load-time host loops (host_adoption.hpp's SplitsHostWork: converting float16 weights) on this policy's
   // threads, each taking at least a quarter of a million elements (about a page-fault-bound millisecond).
-  void for_each_host_range(std::int64_t count, std::function<void(std::int64_t, std::int64_t)> const& body) const {
-    eigen_ops::OpThreads const team =
-        eigen_ops::threads_for(static_cast<double>(count), 256.0 * 1024.0, active_threads());
-    eigen_ops::run_workers(
-        team, [&](int worker, int workers) { body(count * worker / workers, count * (worker + 1) / workers); });
-  }
+  void for_each_host_range(std::int64_t count, std::function<void(std::int64_t, std::int64_t)> const& body) const;
 
   // A weight read where it lies (host_adoption.hpp): a view of `values`, which `owner` keeps valid.
   Buffer adopt_host(std::span<float const> values, std::shared_ptr<void const> owner) const {
@@ -129,76 +119,30 @@ class EigenPolicy {
     std::copy_n(buffer.as<float>(), host.size(), host.begin());
   }
 
-  void gemm(GemmArgs const& args) const {
-    int const threads = active_threads();
-    eigen_detail::OmpThreadsScope const scope(threads);
-    eigen_ops::gemm(args, threads);
-  }
+  void gemm(GemmArgs const& args) const;
   // Linear layers (prepared_linear.hpp): the weight converted or quantized and packed for oneDNN once, at load;
   // nothing for float32 on Eigen.
   using PreparedLinear = eigen_detail::PreparedLinear;
-  PreparedLinear prepare_linear(MatrixRef const& weight) const {
-    int const threads = active_threads();
-    eigen_detail::OmpThreadsScope const scope(threads);
-    return eigen_detail::prepare_linear(weight, linear_dtype_, f32_on_onednn_, threads);
-  }
-  void gemm(GemmArgs const& args, PreparedLinear const& prepared) const {
-    int const threads = active_threads();
-    eigen_detail::OmpThreadsScope const scope(threads);
-    eigen_detail::gemm_prepared(args, prepared, threads);
-  }
-  void layer_norm(LayerNormArgs const& args) const {
-    int const threads = active_threads();
-    eigen_detail::OmpThreadsScope const scope(threads);
-    eigen_ops::layer_norm(args, threads);
-  }
-  void embedding(EmbeddingArgs const& args) const {
-    int const threads = active_threads();
-    eigen_detail::OmpThreadsScope const scope(threads);
-    eigen_ops::embedding(args, threads);
-  }
-  void conv1d(Conv1dArgs const& args) const {
-    int const threads = active_threads();
-    eigen_detail::OmpThreadsScope const scope(threads);
-    eigen_ops::conv1d(args, threads);
-  }
-  void disentangled_attention(AttentionArgs const& args) const {
-    int const threads = active_threads();
-    eigen_detail::OmpThreadsScope const scope(threads);
-    if (args.impl == AttentionImpl::kEager) {
-      eigen_ops::attention_eager(args, threads);
-    } else {
-      eigen_ops::attention_flash(args, threads);
-    }
-  }
-  void lstm_cell(LstmCellArgs const& args) const {
-    int const threads = active_threads();
-    eigen_detail::OmpThreadsScope const scope(threads);
-    eigen_ops::lstm_cell(args, threads);
-  }
+  PreparedLinear prepare_linear(MatrixRef const& weight) const;
+  void gemm(GemmArgs const& args, PreparedLinear const& prepared) const;
+  void layer_norm(LayerNormArgs const& args) const;
+  void embedding(EmbeddingArgs const& args) const;
+  void conv1d(Conv1dArgs const& args) const;
+  void disentangled_attention(AttentionArgs const& args) const;
+  void lstm_cell(LstmCellArgs const& args) const;
   void fence() const {}  // every operation is synchronous
 
   // Training (training_op_args.hpp), float32 throughout.
-  void linear_backward(LinearBackwardArgs const& args) const { run(eigen_ops::linear_backward, args); }
-  void layer_norm_backward(LayerNormBackwardArgs const& args) const { run(eigen_ops::layer_norm_backward, args); }
-  void activation(ActivationArgs const& args) const { run(eigen_ops::activation, args); }
-  void embedding_backward(EmbeddingBackwardArgs const& args) const { run(eigen_ops::embedding_backward, args); }
-  void conv1d_backward(Conv1dBackwardArgs const& args) const { run(eigen_ops::conv1d_backward, args); }
-  void disentangled_attention_backward(AttentionBackwardArgs const& args) const {
-    run(eigen_ops::attention_backward, args);
-  }
-  void dropout(DropoutArgs const& args) const { run(eigen_ops::dropout, args); }
-  void adamw(AdamWArgs const& args) const { run(eigen_ops::adamw, args); }
-  void fill(MatrixRef const& out, float value) const {
-    int const threads = active_threads();
-    eigen_detail::OmpThreadsScope const scope(threads);
-    eigen_ops::fill(out, value, threads);
-  }
-  double sum_of_squares(float const* values, std::int64_t count) const {
-    int const threads = active_threads();
-    eigen_detail::OmpThreadsScope const scope(threads);
-    return eigen_ops::sum_of_squares(values, count, threads);
-  }
+  void linear_backward(LinearBackwardArgs const& args) const;
+  void layer_norm_backward(LayerNormBackwardArgs const& args) const;
+  void activation(ActivationArgs const& args) const;
+  void embedding_backward(EmbeddingBackwardArgs const& args) const;
+  void conv1d_backward(Conv1dBackwardArgs const& args) const;
+  void disentangled_attention_backward(AttentionBackwardArgs const& args) const;
+  void dropout(DropoutArgs const& args) const;
+  void adamw(AdamWArgs const& args) const;
+  void fill(MatrixRef const& out, float value) const;
+  double sum_of_squares(float const* values, std::int64_t count) const;
 
   std::optional<std::int64_t> available_memory_bytes() const { return host_available_memory_bytes(); }
 
@@ -206,42 +150,12 @@ class EigenPolicy {
   // per sequence, the (L, L) slot index and, in each of min(threads, heads) workers, one head's (L, L) scores,
   // k / scale and the (L, 2k) c2p and p2c products; flash holds per thread its tile workspace, the (L, 2k)
   // p2c table of a head and the packed K and V panels.
-  std::int64_t attention_workspace_bytes(AttentionShape const& s) const {
-    using Tile = eigen_ops::HostFlashTile;
-    double const f = sizeof(float);
-    double const length = static_cast<double>(s.max_seqlen);
-    double const d = static_cast<double>(s.head_size);
-    bool const relative = s.relative_rows > 0;
-    double const slots = relative ? static_cast<double>(s.relative_rows) : 1.0;
-    double bytes = 0.0;
-    if (s.impl == AttentionImpl::kEager) {
-      double const workers = static_cast<double>(std::min<std::int64_t>(threads_, s.num_heads));
-      double per_head = length * length + length * d;
-      if (s.c2p) per_head += length * slots;
-      if (s.p2c) per_head += length * slots;
-      bytes = (relative ? length * length * sizeof(std::int32_t) : 0.0) + workers * per_head * f;
-    } else {
-      double const bm = static_cast<double>(Tile::kBlockQ);
-      double const bn = static_cast<double>(Tile::kBlockK);
-      double per_thread = (2 * bm * d + bm * slots + bm * bn + 2 * bm) * f + 3 * (bm + bn + 32) * sizeof(std::int32_t);
-      if (s.p2c) per_thread += (length * slots + 2 * length) * f;
-      if (eigen_ops::detail::kHasFlashMicrokernel && s.head_size == eigen_ops::detail::kMicroHeadSize) {
-        double const panel = static_cast<double>(eigen_ops::detail::kMicroPanel);
-        per_thread += (2 * std::ceil(length / panel) * panel * d + 2 * slots * d) * f;
-      }
-      bytes = static_cast<double>(threads_) * per_thread;
-    }
-    return detail::saturated_bytes(bytes);
-  }
+  std::int64_t attention_workspace_bytes(AttentionShape const& s) const;
 
  private:
   // op(args, threads) within this policy's OpenMP thread count.
   template <class Args>
-  void run(void (*op)(Args const&, int), Args const& args) const {
-    int const threads = active_threads();
-    eigen_detail::OmpThreadsScope const scope(threads);
-    op(args, threads);
-  }
+  void run(void (*op)(Args const&, int), Args const& args) const;
 
   static std::shared_ptr<eigen_detail::FreeCores> free_cores_for(int requested) {
     return requested > 0 ? nullptr : std::make_shared<eigen_detail::FreeCores>(resolve_threads(requested));
@@ -268,3 +182,7 @@ static_assert(AdoptsHostMemory<EigenPolicy>);
 static_assert(TrainingPolicy<EigenPolicy>);
 
 }  // namespace flashdeberta
+
+#if !defined(FLASHDEBERTA_EIGEN_COMPILED_OPS)
+#include "flashdeberta/eigen/eigen_policy_ops.hpp"
+#endif
