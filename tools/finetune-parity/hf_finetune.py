@@ -2,7 +2,8 @@
 """transformers' side of the fine-tuning comparison (run where transformers is, the GPU machine's CPU):
 
     python3 hf_finetune.py --init DIR --data DIR --ours DIR --ours-classify FILE --out DIR
-        [--epochs 3 --learning-rate 1e-4 --batch-size 16 --max-length 64 --seed 42 --warmup-ratio 0.06]
+        [--epochs 3 --learning-rate 1e-4 --batch-size 16 --max-length 64 --seed 42 --warmup-ratio 0.06
+         --gradient-accumulation-steps 1 --logging-steps 50]
 
 1. Fine-tunes --init (make_init.py's checkpoint) on DATA/train.jsonl with HF's Trainer and the recipe flashdeberta
    train ran (the same flags; DataCollatorWithPadding; evaluation each epoch on DATA/eval.jsonl: accuracy and macro
@@ -63,6 +64,8 @@ def main():
     p.add_argument("--max-length", type=int, default=64)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--warmup-ratio", type=float, default=0.06)
+    p.add_argument("--gradient-accumulation-steps", type=int, default=1)
+    p.add_argument("--logging-steps", type=int, default=50)
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
 
@@ -77,7 +80,8 @@ def main():
     args = TrainingArguments(output_dir=str(a.out / "hf"), num_train_epochs=a.epochs, learning_rate=a.learning_rate,
                              per_device_train_batch_size=a.batch_size, per_device_eval_batch_size=a.batch_size,
                              seed=a.seed, **warmup, eval_strategy="epoch", save_strategy="no",
-                             logging_steps=50, report_to=[], use_cpu=True, dataloader_num_workers=0)
+                             gradient_accumulation_steps=a.gradient_accumulation_steps,
+                             logging_steps=a.logging_steps, report_to=[], use_cpu=True, dataloader_num_workers=0)
     trainer = Trainer(model=model, args=args, train_dataset=train, eval_dataset=evaluation,
                       data_collator=DataCollatorWithPadding(tok), compute_metrics=metrics)
     result = trainer.train()
