@@ -4,8 +4,11 @@
 // token, or [CLS] twice where the window does not hold the whole answer. Evaluation (postprocess_qa_predictions
 // and the squad metric): the best span over an example's windows, then exact match and F1 against its answers.
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <numeric>
+#include <optional>
+#include <tuple>
 
 #include "flashdeberta/pipelines/qa_windows.hpp"
 #include "flashdeberta/pipelines/text_span.hpp"
