@@ -48,11 +48,7 @@ FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::for_each_host_range(
       team, [&](int worker, int workers) { body(count * worker / workers, count * (worker + 1) / workers); });
 }
 
-FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::gemm(GemmArgs const& args) const {
-  int const threads = active_threads();
-  eigen_detail::OmpThreadsScope const scope(threads);
-  eigen_ops::gemm(args, threads);
-}
+FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::gemm(GemmArgs const& args) const { run(eigen_ops::gemm, args); }
 
 FLASHDEBERTA_EIGEN_OPS_LINKAGE EigenPolicy::PreparedLinear EigenPolicy::prepare_linear(MatrixRef const& weight) const {
   int const threads = active_threads();
@@ -67,22 +63,14 @@ FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::gemm(GemmArgs const& args, Prep
 }
 
 FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::layer_norm(LayerNormArgs const& args) const {
-  int const threads = active_threads();
-  eigen_detail::OmpThreadsScope const scope(threads);
-  eigen_ops::layer_norm(args, threads);
+  run(eigen_ops::layer_norm, args);
 }
 
 FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::embedding(EmbeddingArgs const& args) const {
-  int const threads = active_threads();
-  eigen_detail::OmpThreadsScope const scope(threads);
-  eigen_ops::embedding(args, threads);
+  run(eigen_ops::embedding, args);
 }
 
-FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::conv1d(Conv1dArgs const& args) const {
-  int const threads = active_threads();
-  eigen_detail::OmpThreadsScope const scope(threads);
-  eigen_ops::conv1d(args, threads);
-}
+FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::conv1d(Conv1dArgs const& args) const { run(eigen_ops::conv1d, args); }
 
 FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::disentangled_attention(AttentionArgs const& args) const {
   int const threads = active_threads();
@@ -95,9 +83,7 @@ FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::disentangled_attention(Attentio
 }
 
 FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::lstm_cell(LstmCellArgs const& args) const {
-  int const threads = active_threads();
-  eigen_detail::OmpThreadsScope const scope(threads);
-  eigen_ops::lstm_cell(args, threads);
+  run(eigen_ops::lstm_cell, args);
 }
 
 FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::linear_backward(LinearBackwardArgs const& args) const {
