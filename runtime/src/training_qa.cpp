@@ -21,11 +21,16 @@ namespace {
 
 using io::Json;
 
+// One answer of SQuAD's column, its place in the context in code points.
+struct ContextAnswer {
+  std::string text;
+  std::int64_t start = 0, length = 0;
+};
+
 // SQuAD's answers column: {"text": [...], "answer_start": [...]} with the same count (SQuAD 2's unanswerable
 // questions have none).
-std::vector<std::pair<std::string, std::int64_t>> answers_of(std::filesystem::path const& file,
-                                                             detail::Line const& line,
-                                                             tokenizer::DecodedText const& context) {
+std::vector<ContextAnswer> answers_of(std::filesystem::path const& file, detail::Line const& line,
+                                      tokenizer::DecodedText const& context) {
   Json const& answers = detail::column(file, line, "answers", "{\"text\": [...], \"answer_start\": [...]} as SQuAD's");
   auto const texts = answers.find("text");
   auto const starts = answers.find("answer_start");
@@ -36,7 +41,7 @@ std::vector<std::pair<std::string, std::int64_t>> answers_of(std::filesystem::pa
     detail::refuse(file, line.number,
                    "\"answers\" has " + std::to_string(texts->size()) + " texts but " + std::to_string(starts->size()) +
                        " answer_start values");
-  std::vector<std::pair<std::string, std::int64_t>> out;
+  std::vector<ContextAnswer> out;
   for (std::size_t i = 0; i < texts->size(); ++i) {
     Json const& text = (*texts)[i];
     Json const& start = (*starts)[i];
@@ -60,7 +65,7 @@ std::vector<std::pair<std::string, std::int64_t>> answers_of(std::filesystem::pa
       detail::refuse(file, line.number,
                      which + " (\"" + value + "\") is not the context's text at answer_start " + std::to_string(begin) +
                          " (\"" + found + "\")");
-    out.emplace_back(value, begin);
+    out.push_back({value, begin, length});
   }
   return out;
 }
@@ -151,16 +156,15 @@ void read_question_answering(std::filesystem::path const& file, Line const& line
                                                static_cast<std::size_t>(plan.doc_stride), SIZE_MAX);
   });
   AnswerReference reference{context, {}};
-  for (auto const& [text, start] : answers) reference.answers.push_back(text);
+  for (ContextAnswer const& answer : answers) reference.answers.push_back(answer.text);
   for (tokenizer::Encoding const& window : windows) {
     TrainingExample ex;
     ex.line = line.number;
     ex.reference = data.references.size();
     ex.sequences.push_back(sequence_of(window, plan.token_types));
     if (!answers.empty()) {  // HF trains on the first answer
-      std::int64_t const first = answers.front().second;
-      auto const length = static_cast<std::int64_t>(tokenizer::decode_utf8(answers.front().first).size());
-      std::tie(ex.answer_start, ex.answer_end) = answer_tokens(window, first, first + length);
+      ContextAnswer const& first = answers.front();
+      std::tie(ex.answer_start, ex.answer_end) = answer_tokens(window, first.start, first.start + first.length);
     }
     for (std::size_t t = 0; t < window.size(); ++t)
       ex.context_offsets.push_back(window.sequence_ids[t] == 1 ? window.offsets[t] : tokenizer::Span{-1, -1});
