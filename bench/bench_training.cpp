@@ -8,7 +8,7 @@
 // initialized from the config, no checkpoint: timings do not depend on the values).
 //
 //   bench_training [--threads=N] [--steps=S] [--shapes=8x128,1x512] [--model-dir=DIR] [--attention=flash|eager]
-//                  [Google Benchmark flags]
+//                  [--f32-linear=onednn|eigen] [Google Benchmark flags]
 //       training/eigen/<model>/<attention>/B:b/L:l, one untimed warm-up step, then S steps per repetition (default 3;
 //       compare_training.py passes --steps=1 with --benchmark_repetitions=R and takes the median).
 //   bench_training --profile --model=tiny-en|v3-base [--shapes=...] [--steps=S] [--threads=N] [--model-dir=DIR]
@@ -64,7 +64,7 @@ class TimedEigenPolicy : public EigenPolicy {
   static constexpr std::size_t kCount = std::size(kOps);
   using Sums = std::array<double, kCount>;
 
-  explicit TimedEigenPolicy(int threads) : EigenPolicy(threads), sums_(std::make_shared<Sums>()) {}
+  explicit TimedEigenPolicy(EigenOptions const& options) : EigenPolicy(options), sums_(std::make_shared<Sums>()) {}
   Sums& sums() const { return *sums_; }
 
   void gemm(GemmArgs const& a) const {
@@ -136,6 +136,9 @@ struct Settings {
   std::string model_dir = FLASHDEBERTA_TINY_EN_DIR;  // tiny-en
   AttentionImpl attention = AttentionImpl::kFlash;
   std::vector<Shape> shapes{{8, 128}, {1, 512}};
+  F32Linear f32_linear = F32Linear::kAuto;  // where the float32 GEMMs run: oneDNN (the default where built) or Eigen
+
+  EigenOptions policy_options() const { return {.threads = threads, .f32_linear = f32_linear}; }
 };
 
 Settings& settings() {
@@ -176,7 +179,7 @@ using Trainer = BasicTrainer<>;
 Trainer& shared_trainer(std::string const& name) {
   static std::map<std::string, Trainer> trainers;
   Trainer& t = trainers[name];
-  if (!t.model) t.model = make_model(name, EigenPolicy(settings().threads));
+  if (!t.model) t.model = make_model(name, EigenPolicy(settings().policy_options()));
   return t;
 }
 
@@ -297,7 +300,7 @@ int memory_mode(std::string const& name, std::int64_t length) {
 
 // --profile: see the header comment.
 int profile_mode(std::string const& name) {
-  TimedEigenPolicy const policy(settings().threads);
+  TimedEigenPolicy const policy(settings().policy_options());
   BasicTrainer<TimedEigenPolicy> t;
   t.model = make_model(name, policy);
   for (Shape s : settings().shapes) {
@@ -359,6 +362,8 @@ int main(int argc, char** argv) {
         s.shapes.push_back({std::atoll(item.substr(0, x).c_str()), std::atoll(item.substr(x + 1).c_str())});
         at = end + 1;
       }
+    } else if (take(arg, "--f32-linear=", v)) {
+      s.f32_linear = v == "eigen" ? flashdeberta::F32Linear::kEigen : flashdeberta::F32Linear::kOneDnn;
     } else if (take(arg, "--model=", v)) {
       model = v;
     } else if (take(arg, "--length=", v)) {

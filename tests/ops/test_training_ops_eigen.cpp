@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "flashdeberta/core/host_buffer.hpp"
+#include "flashdeberta/eigen/eigen_linear.hpp"
 #include "flashdeberta/eigen/ops/dense_ops.hpp"
 #include "flashdeberta/eigen/ops/training_ops.hpp"
 #include "training_gradient_checks.hpp"
@@ -32,7 +33,10 @@ class EigenTrainingOps {
  public:
   using Buffer = fd::HostBuffer;
 
-  explicit EigenTrainingOps(int threads) : threads_(threads) {}
+  // on_onednn: the float32 GEMMs (gemm, linear_backward) through oneDNN's sgemm, as EigenPolicy runs them by
+  // default in a build with oneDNN, or on Eigen (F32Linear::kEigen).
+  explicit EigenTrainingOps(int threads, bool on_onednn = fd::eigen_detail::kHasOnednn)
+      : threads_(threads), on_onednn_(on_onednn) {}
   int threads() const { return threads_; }
 
   Buffer upload(std::span<float const> host, fd::DType dtype) const {
@@ -51,10 +55,16 @@ class EigenTrainingOps {
   }
   void fence() const {}
 
-  void gemm(fd::GemmArgs const& a) const { run(fd::eigen_ops::gemm, a); }
+  void gemm(fd::GemmArgs const& a) const {
+    ThreadCount const scope(threads_);
+    fd::eigen_ops::gemm(a, threads_, on_onednn_);
+  }
   void layer_norm(fd::LayerNormArgs const& a) const { run(fd::eigen_ops::layer_norm, a); }
   void conv1d(fd::Conv1dArgs const& a) const { run(fd::eigen_ops::conv1d, a); }
-  void linear_backward(fd::LinearBackwardArgs const& a) const { run(fd::eigen_ops::linear_backward, a); }
+  void linear_backward(fd::LinearBackwardArgs const& a) const {
+    ThreadCount const scope(threads_);
+    fd::eigen_ops::linear_backward(a, threads_, on_onednn_);
+  }
   void layer_norm_backward(fd::LayerNormBackwardArgs const& a) const { run(fd::eigen_ops::layer_norm_backward, a); }
   void activation(fd::ActivationArgs const& a) const { run(fd::eigen_ops::activation, a); }
   void embedding_backward(fd::EmbeddingBackwardArgs const& a) const { run(fd::eigen_ops::embedding_backward, a); }
@@ -98,6 +108,7 @@ class EigenTrainingOps {
   }
 
   int threads_;
+  bool on_onednn_;
 };
 
 static_assert(tt::TrainingOpRunner<EigenTrainingOps>);
@@ -124,6 +135,13 @@ bool bit_identical(std::vector<double> const& a, std::vector<double> const& b) {
 // 1.1e-7 for dropout's two float32 roundings; AdamW within 1 float32 ulp of the reference.
 TEST_CASE("eigen training: linear_backward against the reference") {
   for_each_thread_count([](auto const& r) { tt::linear_backward_cases(r, kSeed, 2e-6); });
+}
+
+TEST_CASE("eigen training: linear_backward with its GEMMs on Eigen against the reference") {
+  for (int threads : {1, 3}) {
+    INFO("threads " << threads);
+    tt::linear_backward_cases(EigenTrainingOps(threads, false), kSeed, 2e-6);
+  }
 }
 
 TEST_CASE("eigen training: layer_norm_backward against the reference") {

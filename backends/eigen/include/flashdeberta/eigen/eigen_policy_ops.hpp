@@ -48,7 +48,11 @@ FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::for_each_host_range(
       team, [&](int worker, int workers) { body(count * worker / workers, count * (worker + 1) / workers); });
 }
 
-FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::gemm(GemmArgs const& args) const { run(eigen_ops::gemm, args); }
+FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::gemm(GemmArgs const& args) const {
+  int const threads = active_threads();
+  eigen_detail::OmpThreadsScope const scope(threads);
+  eigen_ops::gemm(args, threads, f32_on_onednn_);
+}
 
 FLASHDEBERTA_EIGEN_OPS_LINKAGE EigenPolicy::PreparedLinear EigenPolicy::prepare_linear(MatrixRef const& weight) const {
   int const threads = active_threads();
@@ -87,7 +91,9 @@ FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::lstm_cell(LstmCellArgs const& a
 }
 
 FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::linear_backward(LinearBackwardArgs const& args) const {
-  run(eigen_ops::linear_backward, args);
+  int const threads = active_threads();
+  eigen_detail::OmpThreadsScope const scope(threads);
+  eigen_ops::linear_backward(args, threads, f32_on_onednn_);
 }
 
 FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::layer_norm_backward(LayerNormBackwardArgs const& args) const {

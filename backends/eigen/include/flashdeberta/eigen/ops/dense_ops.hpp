@@ -14,6 +14,10 @@
 #include "flashdeberta/math/activation.hpp"
 #include "flashdeberta/policy/op_args.hpp"
 
+#if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
+#include "flashdeberta/onednn/sgemm.hpp"
+#endif
+
 namespace flashdeberta::eigen_ops {
 
 // Bias and activation in one pass over the output, rows split across threads. The activation is chosen
@@ -71,7 +75,9 @@ inline void gemm_accumulate_f64(GemmArgs const& g, int threads) {
   apply_bias_activation(g.out, nullptr, g.activation, threads);
 }
 
-inline void gemm(GemmArgs const& g, int threads) {
+// out = act(alpha a . b^T + bias): the skinny kernel for few rows, else oneDNN's sgemm where `on_onednn` (float32
+// linear layers on oneDNN, EigenOptions::f32_linear) or Eigen.
+inline void gemm(GemmArgs const& g, int threads, [[maybe_unused]] bool on_onednn = false) {
   require_f32(g.a, "gemm input");
   require_f32(g.b, "gemm weight");
   require_f32(g.out, "gemm output");
@@ -96,11 +102,18 @@ inline void gemm(GemmArgs const& g, int threads) {
     return;
   }
 #endif
-  auto out = map(g.out);
-  if (g.alpha == 1.0f) {
-    out.noalias() = cmap(g.a) * cmap(g.b).transpose();
-  } else {
-    out.noalias() = g.alpha * (cmap(g.a) * cmap(g.b).transpose());
+#if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
+  if (on_onednn) {
+    onednn::sgemm({g.a}, {g.b, true}, g.out, g.alpha, 0.0f);
+  } else
+#endif
+  {
+    auto out = map(g.out);
+    if (g.alpha == 1.0f) {
+      out.noalias() = cmap(g.a) * cmap(g.b).transpose();
+    } else {
+      out.noalias() = g.alpha * (cmap(g.a) * cmap(g.b).transpose());
+    }
   }
   apply_bias_activation(g.out, static_cast<float const*>(g.bias), g.activation, threads);
 }

@@ -19,11 +19,16 @@
 #include "flashdeberta/eigen/ops/training_elementwise_ops.hpp"
 #include "flashdeberta/policy/training_op_args.hpp"
 
+#if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
+#include "flashdeberta/onednn/sgemm.hpp"
+#endif
+
 namespace flashdeberta::eigen_ops {
 
-// dx = dy . w and dw += dy^T . x as Eigen GEMMs (threads: the OpenMP count the policy set, as the forward's);
-// db summed in float64 and rounded once (add_column_sums), however many rows.
-inline void linear_backward(LinearBackwardArgs const& l, int threads) {
+// dx = dy . w and dw += dy^T . x as oneDNN's sgemm where `on_onednn` (EigenOptions::f32_linear: float32 linear
+// layers on oneDNN, the default in a build with it), else Eigen GEMMs (threads: the OpenMP count the policy set,
+// as the forward's); db summed in float64 and rounded once (add_column_sums), however many rows.
+inline void linear_backward(LinearBackwardArgs const& l, int threads, [[maybe_unused]] bool on_onednn) {
   char const* op = "linear_backward";
   std::int64_t const rows = l.dy.rows;     // M
   std::int64_t const outputs = l.dy.cols;  // N
@@ -41,14 +46,30 @@ inline void linear_backward(LinearBackwardArgs const& l, int threads) {
   }
   if (!l.dx.empty()) {
     require_training_matrix(op, "dx", l.dx, rows, inputs);
-    auto dx = map(l.dx);
-    if (l.accumulate_dx) {
-      dx.noalias() += cmap(l.dy) * cmap(l.w);
-    } else {
-      dx.noalias() = cmap(l.dy) * cmap(l.w);
+#if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
+    if (on_onednn) {
+      onednn::sgemm({l.dy}, {l.w}, l.dx, 1.0f, l.accumulate_dx ? 1.0f : 0.0f);
+    } else
+#endif
+    {
+      auto dx = map(l.dx);
+      if (l.accumulate_dx) {
+        dx.noalias() += cmap(l.dy) * cmap(l.w);
+      } else {
+        dx.noalias() = cmap(l.dy) * cmap(l.w);
+      }
     }
   }
-  if (!l.dw.empty()) map(l.dw).noalias() += cmap(l.dy).transpose() * cmap(l.x);
+  if (!l.dw.empty()) {
+#if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
+    if (on_onednn) {
+      onednn::sgemm({l.dy, true}, {l.x}, l.dw, 1.0f, 1.0f);
+    } else
+#endif
+    {
+      map(l.dw).noalias() += cmap(l.dy).transpose() * cmap(l.x);
+    }
+  }
   if (l.db != nullptr) add_column_sums(l.dy, l.db, threads);
 }
 
