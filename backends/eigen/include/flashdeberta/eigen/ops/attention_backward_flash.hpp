@@ -3,20 +3,24 @@
 // its mask from the pairs' counters, tile_gradient).
 //
 // The probabilities are recomputed tile by tile from q, k, the relative tables and each row's log-sum-exp,
-// P = exp(S - lse): the forward's (AttentionBackwardArgs::lse), or recomputed by the row pass when none is given.
-// Two passes over the tiles of every head, split so that each gradient has one writer:
-//   - rows: a task owns a block of query rows and sweeps all keys of its sequence. It writes the rows' lse (when
-//     recomputed) and D, then dQ and the rows' c2p band gradient (cell (i, r) collects dS along row i);
-//   - columns: a task owns a block of keys and sweeps all queries, reading lse and D of the row pass: dK, dV and
-//     the keys' p2c band gradient (cell (j, r) collects dS down column j).
-// A task ends with its share of a table's gradient, s Gc2p^T Q (rows) or s Gp2c^T K (columns) of its block.
-// The tasks, head by head, are cut into one contiguous part per worker, balanced by cost; both passes use the
-// same parts, each part adds its shares into partials of its heads, and those are added into dpos_key /
+// P = exp(S - lse): the forward's (AttentionBackwardArgs::lse), or recomputed when none is given. Two passes over
+// the tasks of every head:
+//   - statistics: a task owns a block of query rows: D = rowsum(dO * O), and the rows' lse when recomputed (a sweep
+//     of the scores over all keys of the sequence);
+//   - gradients: a task owns a block of keys and sweeps all queries of its sequence once, as FlashAttention 2's
+//     backward does: each tile's scores, P and dS are formed once and give dK, dV and the keys' p2c band
+//     gradient (cell (j, r) collects dS down column j), which the task owns, and the queries' dS K and c2p band
+//     gradient (cell (i, r) collects dS along row i), which every key block of the sequence adds to.
+// The tasks, head by head, are cut into one contiguous part per worker, balanced by cost; both passes use the same
+// parts. A part sweeps the key blocks of one (head, sequence) after another into its thread's (L, d) dQ and (L, W)
+// band accumulators: a sequence whose key blocks all lie in the part is finished there (dQ written, s Gc2p^T Q added
+// to the part's partial of dpos_key); one whose key blocks two or more parts share keeps each part's sums, added
+// after the pass in part order. Each part's partials (s Gc2p^T Q, s Gp2c^T K) are then added into dpos_key /
 // dpos_query part by part in order, so no sum depends on which thread ran what.
 // Per thread: the (L, W) c2p and p2c tables of the head at hand (W: the rows of the relative window the batch
-// reaches, relative_window.hpp), the (B, B) P and dS tiles and the tile's slots, two (B, d) accumulators and a
-// (B, W) band gradient; per
-// call: D and the recomputed lse, (H, T) each, and per part the (W, d) partials of the heads it touches.
+// reaches, relative_window.hpp), the (L, d) dQ and (L, W) c2p band accumulators, the (B, B) P and dS tiles and the
+// tile's slots, two (B, d) accumulators and a (B, W) p2c band gradient; per call: D and the recomputed lse, (H, T)
+// each, per part the (W, d) partials of the heads it touches, and the sums of the sequences parts share.
 #pragma once
 
 #include <algorithm>
@@ -44,25 +48,32 @@ struct BackwardPart {
   std::int64_t begin = 0, end = 0;         // tasks
   std::int64_t head_lo = 0, head_hi = -1;  // heads its tasks touch
   RowMatrix dkr, dqr;                      // (W, d * heads) s Gc2p^T Q and s Gp2c^T K, head_lo first
+  // The sums of a (head, sequence) whose key blocks this part shares with another: (L, d) dS K and (L, W) band.
+  struct SharedSums {
+    std::int64_t head = 0, first = 0, length = 0;
+    RowMatrix dq, band;
+  };
+  std::vector<SharedSums> shared;
 
   auto key_head(std::int64_t head, std::int64_t d) { return dkr.middleCols((head - head_lo) * d, d); }
   auto query_head(std::int64_t head, std::int64_t d) { return dqr.middleCols((head - head_lo) * d, d); }
 };
 
-inline void backward_row_task(BackwardProblem const& t, BackwardTask const& task, BackwardWorkspace& w,
-                              BackwardPart& part) {
+// The statistics of the task's query rows: the lse (when recomputed: the online softmax's running maximum and sum
+// over all keys) and D.
+inline void backward_statistics_task(BackwardProblem const& t, BackwardTask const& task, BackwardWorkspace& w) {
   using Tile = HostFlashBackwardTile;
   std::int64_t const length = task.length;
   std::int64_t const i0 = task.start;
   std::int64_t const rows = std::min(Tile::kBlock, length - i0);
   std::int64_t const d = t.a.head_size;
-  std::int32_t const* pos = t.a.sequences.positions + task.first;
   HeadViews const view = head_views(t.a, task.first, length, task.head);
-  HeadGradients grad = head_gradients(*t.g, task.first, length, task.head);
-  w.hold(t, view, task.first, task.head);
-  w.q.topRows(rows).noalias() = view.q.middleRows(i0, rows) * t.inv_scale;
+  HeadGradients const grad = head_gradients(*t.g, task.first, length, task.head);
   std::int64_t const row_offset = task.head * t.tokens + task.first + i0;  // of the block's rows in (H, T)
-  if (t.lse_out != nullptr) {  // first sweep: the online softmax's running maximum and sum
+  if (t.lse_out != nullptr) {
+    std::int32_t const* pos = t.a.sequences.positions + task.first;
+    w.hold(t, view, task.first, task.head);
+    w.q.topRows(rows).noalias() = view.q.middleRows(i0, rows) * t.inv_scale;
     Eigen::VectorXf max = Eigen::VectorXf::Constant(rows, -std::numeric_limits<float>::infinity());
     Eigen::VectorXf sum = Eigen::VectorXf::Zero(rows);
     for (std::int64_t j0 = 0; j0 < length; j0 += Tile::kBlock) {
@@ -79,27 +90,12 @@ inline void backward_row_task(BackwardProblem const& t, BackwardTask const& task
   }
   ConstMatrixMap const out = cmap(view.out.data(), length, d, view.out.outerStride());
   for (std::int64_t r = 0; r < rows; ++r) t.row_dot[row_offset + r] = output_dot(grad.dout, out, i0 + r);
-
-  auto acc = w.acc.topRows(rows);  // (rows, d) dS K / scale
-  acc.setZero();
-  if (t.c2p) w.band.topRows(rows).setZero();
-  for (std::int64_t j0 = 0; j0 < length; j0 += Tile::kBlock) {
-    std::int64_t const cols = std::min(Tile::kBlock, length - j0);
-    std::int32_t const edge = tile_scores(t, view, pos, i0, rows, j0, cols, w);
-    tile_gradient(t, view, grad, i0, rows, j0, cols, t.lse + row_offset, t.row_dot + row_offset,
-                  t.drop.row_counter(task.head, task.first + i0) + static_cast<std::uint64_t>(j0), w);
-    acc.noalias() += w.ds.topLeftCorner(rows, cols) * view.k.middleRows(j0, cols);
-    if (t.c2p) scatter_rows(edge, rows, cols, w);
-  }
-  grad.dq.middleRows(i0, rows) = acc;
-  if (!t.c2p) return;
-  auto const band = w.band.topRows(rows);
-  grad.dq.middleRows(i0, rows).noalias() += band * relative_head(t.a.pos_key, task.head, d);
-  part.key_head(task.head, d).noalias() += band.transpose() * view.q.middleRows(i0, rows);
 }
 
-inline void backward_column_task(BackwardProblem const& t, BackwardTask const& task, BackwardWorkspace& w,
-                                 BackwardPart& part) {
+// One key block against every query block of its sequence: dK, dV and the p2c band of the keys, written here;
+// dS K and the c2p band of the queries, added into the thread's accumulators (w.row_dq, w.row_band).
+inline void backward_key_task(BackwardProblem const& t, BackwardTask const& task, BackwardWorkspace& w,
+                              BackwardPart& part) {
   using Tile = HostFlashBackwardTile;
   std::int64_t const length = task.length;
   std::int64_t const j0 = task.start;
@@ -114,6 +110,7 @@ inline void backward_column_task(BackwardProblem const& t, BackwardTask const& t
   dk.setZero();
   dv.setZero();
   if (t.p2c) w.band.topRows(cols).setZero();
+  auto const keys = view.k.middleRows(j0, cols);
   for (std::int64_t i0 = 0; i0 < length; i0 += Tile::kBlock) {
     std::int64_t const rows = std::min(Tile::kBlock, length - i0);
     std::int64_t const row_offset = task.head * t.tokens + task.first + i0;
@@ -121,16 +118,33 @@ inline void backward_column_task(BackwardProblem const& t, BackwardTask const& t
     std::int32_t const edge = tile_scores(t, view, pos, i0, rows, j0, cols, w);
     tile_gradient(t, view, grad, i0, rows, j0, cols, t.lse + row_offset, t.row_dot + row_offset,
                   t.drop.row_counter(task.head, task.first + i0) + static_cast<std::uint64_t>(j0), w);
+    auto const ds = w.ds.topLeftCorner(rows, cols);
     dv.noalias() += w.p.topLeftCorner(rows, cols).transpose() * grad.dout.middleRows(i0, rows);
-    dk.noalias() += w.ds.topLeftCorner(rows, cols).transpose() * view.q.middleRows(i0, rows);
+    dk.noalias() += ds.transpose() * view.q.middleRows(i0, rows);
+    w.row_dq.middleRows(i0, rows).noalias() += ds * keys;
     if (t.p2c) scatter_columns(edge, rows, cols, w);
+    if (t.c2p) scatter_rows(edge, i0, rows, cols, w);
   }
   grad.dv.middleRows(j0, cols) = dv;
   grad.dk.middleRows(j0, cols) = dk;
   if (!t.p2c) return;
   auto const band = w.band.topRows(cols);
   grad.dk.middleRows(j0, cols).noalias() += band * relative_head(t.a.pos_query, task.head, d);
-  part.query_head(task.head, d).noalias() += band.transpose() * view.k.middleRows(j0, cols);
+  part.query_head(task.head, d).noalias() += band.transpose() * keys;
+}
+
+// dQ of one (head, sequence) from its summed dS K / scale (L, d) and c2p band / scale (L, W); s Gc2p^T Q added
+// into dkr_target(), the (W, d) block of the head's key-table gradient (called only with c2p).
+template <class DkrTarget>
+inline void finish_queries(BackwardProblem const& t, std::int64_t head, std::int64_t first, std::int64_t length,
+                           ConstMatrixMap const& dq_sum, ConstMatrixMap const& band, DkrTarget&& dkr_target) {
+  std::int64_t const d = t.a.head_size;
+  HeadGradients grad = head_gradients(*t.g, first, length, head);
+  grad.dq = dq_sum;
+  if (!t.c2p) return;
+  HeadViews const view = head_views(t.a, first, length, head);
+  grad.dq.noalias() += band * relative_head(t.a.pos_key, head, d);
+  dkr_target().noalias() += band.transpose() * view.q;
 }
 
 // The tasks of a pass, head by head and sequence by sequence, cut into `parts` contiguous ranges of about equal
@@ -203,23 +217,64 @@ inline void attention_backward_flash(AttentionBackwardArgs const& g, int threads
       std::int64_t const length = t.a.sequences.cu_seqlens[b + 1] - first;
       max_length = std::max(max_length, length);
       for (std::int64_t start = 0; start < length; start += Tile::kBlock) tasks.push_back({h, first, length, start});
-      // Per head: 2 recomputations of S and dP, the 4 products of dS and P, the tables and band products.
+      // Per head: S and dP once, the 3 products of dS and P, the tables and band products; S again for the lse.
       auto const l = static_cast<double>(length);
-      fma += static_cast<double>(d) * (8.0 * l * l + 6.0 * l * static_cast<double>(t.slots));
+      double const sweeps = g.lse != nullptr ? 5.0 : 6.0;
+      fma += static_cast<double>(d) * (sweeps * l * l + 6.0 * l * static_cast<double>(t.slots));
     }
   }
   if (tasks.empty()) return;
   OpThreads const team = threads_for(fma, kMinFmaPerThread, threads, static_cast<std::int64_t>(tasks.size()));
   std::vector<detail::BackwardPart> parts = detail::backward_parts(t, tasks, team.workers);
-  auto const pass = [&](auto&& task_body) {
+  auto const for_parts = [&](auto&& part_body) {
     run_workers(team, [&](int worker, int workers) {
       detail::BackwardWorkspace w(t, max_length);
       for (std::size_t p = static_cast<std::size_t>(worker); p < parts.size(); p += static_cast<std::size_t>(workers))
-        for (std::int64_t x = parts[p].begin; x < parts[p].end; ++x) task_body(t, tasks[x], w, parts[p]);
+        part_body(parts[p], w);
     });
   };
-  pass(detail::backward_row_task);  // writes lse (when recomputed) and D, which the column pass reads
-  pass(detail::backward_column_task);
+  // lse (when recomputed) and D, which every key block reads for all rows of its sequence.
+  for_parts([&](detail::BackwardPart const& part, detail::BackwardWorkspace& w) {
+    for (std::int64_t x = part.begin; x < part.end; ++x) detail::backward_statistics_task(t, tasks[x], w);
+  });
+  for_parts([&](detail::BackwardPart& part, detail::BackwardWorkspace& w) {
+    for (std::int64_t x = part.begin; x < part.end;) {  // one (head, sequence) at a time
+      detail::BackwardTask const& first_task = tasks[x];
+      std::int64_t const length = first_task.length;
+      w.row_dq.topRows(length).setZero();
+      if (t.c2p) w.row_band.topRows(length).setZero();
+      std::int64_t y = x;
+      for (; y < part.end && tasks[y].head == first_task.head && tasks[y].first == first_task.first; ++y)
+        detail::backward_key_task(t, tasks[y], w, part);
+      bool const whole = first_task.start == 0 && tasks[y - 1].start + Tile::kBlock >= length;
+      ConstMatrixMap const dq_sum = cmap(w.row_dq.data(), length, d, w.row_dq.outerStride());
+      ConstMatrixMap const band = cmap(w.row_band.data(), t.c2p ? length : 0, t.slots, w.row_band.outerStride());
+      if (whole) {
+        detail::finish_queries(t, first_task.head, first_task.first, length, dq_sum, band,
+                               [&] { return part.key_head(first_task.head, d); });
+      } else {
+        part.shared.push_back({first_task.head, first_task.first, length, dq_sum, band});
+      }
+      x = y;
+    }
+  });
+  // The sequences parts share, their sums added in part order: consecutive parts, at most one sequence each.
+  std::vector<detail::BackwardPart::SharedSums const*> shared;
+  for (detail::BackwardPart const& part : parts)
+    for (auto const& sums : part.shared) shared.push_back(&sums);
+  for (std::size_t x = 0; x < shared.size();) {
+    detail::BackwardPart::SharedSums total = *shared[x];
+    std::size_t y = x + 1;
+    for (; y < shared.size() && shared[y]->head == total.head && shared[y]->first == total.first; ++y) {
+      total.dq += shared[y]->dq;
+      if (t.c2p) total.band += shared[y]->band;
+    }
+    ConstMatrixMap const dq_sum = cmap(total.dq.data(), total.length, d, total.dq.outerStride());
+    ConstMatrixMap const band = cmap(total.band.data(), total.band.rows(), t.slots, total.band.outerStride());
+    detail::finish_queries(t, total.head, total.first, total.length, dq_sum, band,
+                           [&] { return relative_head_gradient(t.dpos_key, total.head, d); });
+    x = y;
+  }
   if (!t.c2p && !t.p2c) return;
   OpThreads const reduce = threads_for(static_cast<double>(parts.size() * t.slots) * static_cast<double>(heads * d),
                                        kMinElementsPerThread, threads, heads);

@@ -11,9 +11,9 @@
 
 namespace flashdeberta::eigen_ops {
 
-// Tile shape of the host flash backward: a task owns kBlock query rows (row pass) or keys (column pass) and
-// sweeps the other axis kBlock at a time. One extent for both, so that the two passes have the same tasks and
-// share one partition over the threads (and one set of table-gradient partials). 64 vs 128 on a 2-core AMD EPYC
+// Tile shape of the host flash backward: a task owns kBlock keys and sweeps the queries kBlock at a time (the
+// statistics pass: kBlock query rows, sweeping the keys). One extent for both, so that the two passes have the same
+// tasks and share one partition over the threads. 64 vs 128 on a 2-core AMD EPYC
 // (AVX-512, under KVM), one thread, 12 heads of 64, log buckets k = 256, CPU time, best of 8-10, three rounds (noisy:
 // the cores are shared): L = 128 64 ran 11 vs 12 ms; L = 512 80-91 vs 75-83 ms. 64 keeps twice the tasks for the
 // threads and its (64, 64) P and dS tiles (32 KB) in L1.
@@ -36,9 +36,9 @@ struct BackwardProblem {
   std::int64_t slots = 0;   // W, 0 without position terms
   std::int64_t tokens = 0;  // T
   float inv_scale = 1.0f;
-  float const* lse = nullptr;          // (H, T) the forward's, or lse_out once the row pass has written it
-  float* lse_out = nullptr;            // (H, T) recomputed by the row pass when none was given, else null
-  float* row_dot = nullptr;            // (H, T) D_i = dO_i . O_i, written by the row pass
+  float const* lse = nullptr;          // (H, T) the forward's, or lse_out once the statistics pass wrote it
+  float* lse_out = nullptr;            // (H, T) recomputed by the statistics pass when none was given, else null
+  float* row_dot = nullptr;            // (H, T) D_i = dO_i . O_i, written by the statistics pass
   ProbsDropout drop{AttentionArgs{}};  // of the probabilities, as the forward drew it
 };
 
@@ -53,8 +53,10 @@ struct BackwardWorkspace {
   RowMatrix q;                     // (B, d) query tile / scale
   RowMatrix p;                     // (B, B) scores, then probabilities
   RowMatrix ds;                    // (B, B) dP, then dS / scale
-  RowMatrix acc, acc_v;            // (B, d) dQ (row pass); dK and dV (column pass)
-  RowMatrix band;                  // (B, W) band gradient / scale of the owned rows or keys
+  RowMatrix acc, acc_v;            // (B, d) dK and dV of the owned keys
+  RowMatrix band;                  // (B, W) p2c band gradient / scale of the owned keys
+  RowMatrix row_dq;                // (L, d) dS K / scale of the sequence and head swept
+  RowMatrix row_band;              // (L, W) its c2p band gradient / scale
   std::vector<std::int32_t> slot;  // (B, B) slot of each pair of a per-pair tile
   Eigen::RowVectorXf keep;         // (B) m / (1 - p) of one tile row, with dropout
 
@@ -68,7 +70,9 @@ struct BackwardWorkspace {
     ds.resize(b, b);
     acc.resize(b, d);
     acc_v.resize(b, d);
-    band.resize(t.c2p || t.p2c ? b : 0, t.slots);
+    band.resize(t.p2c ? b : 0, t.slots);
+    row_dq.resize(max_length, d);
+    row_band.resize(t.c2p ? max_length : 0, t.slots);
     slot.resize(static_cast<std::size_t>(b * b));
     keep.resize(t.drop.active() ? b : 0);
   }
@@ -154,15 +158,16 @@ inline void tile_gradient(BackwardProblem const& t, HeadViews const& view, HeadG
   }
 }
 
-// band (rows, W) += dS collected by slot along each row (c2p: the band rows are the tile's queries).
-inline void scatter_rows(std::int32_t edge, std::int64_t rows, std::int64_t cols, BackwardWorkspace& w) {
+// row_band rows [i0, i0 + rows) += dS collected by slot along each row (c2p: the band rows are the tile's queries).
+inline void scatter_rows(std::int32_t edge, std::int64_t i0, std::int64_t rows, std::int64_t cols,
+                         BackwardWorkspace& w) {
   if (edge != kPerPairSlots) {
-    w.band.col(edge).head(rows) += w.ds.topLeftCorner(rows, cols).rowwise().sum();
+    w.row_band.col(edge).segment(i0, rows) += w.ds.topLeftCorner(rows, cols).rowwise().sum();
     return;
   }
   std::int64_t const b = HostFlashBackwardTile::kBlock;
   for (std::int64_t r = 0; r < rows; ++r) {
-    float* band = &w.band(r, 0);
+    float* band = &w.row_band(i0 + r, 0);
     float const* ds = &w.ds(r, 0);
     std::int32_t const* slot = w.slot.data() + r * b;
     for (std::int64_t c = 0; c < cols; ++c) band[slot[c]] += ds[c];
