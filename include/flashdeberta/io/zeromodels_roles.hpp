@@ -9,10 +9,10 @@
 #include <cstring>
 #include <map>
 #include <optional>
-#include <regex>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "flashdeberta/core/error.hpp"
@@ -87,13 +87,43 @@ struct RoleTarget {
   KerasLayout kernel_layout = KerasLayout::kTransposed;  // of variable 0
 };
 
+inline bool all_digits(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// "blocks_<digits>_<word>" (ZeroModels' encoder blocks) split into the block's index and its part, else nullopt.
+// By hand rather than std::regex, whose instantiation alone added seconds to every file that loads a checkpoint.
+inline std::optional<std::pair<std::string, std::string>> block_role(std::string_view role) {
+  constexpr std::string_view kPrefix = "blocks_";
+  if (!role.starts_with(kPrefix)) return std::nullopt;
+  role.remove_prefix(kPrefix.size());
+  std::size_t const underscore = role.find('_');
+  if (underscore == std::string_view::npos || !all_digits(role.substr(0, underscore))) return std::nullopt;
+  std::string_view const part = role.substr(underscore + 1);
+  bool const word = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+  });
+  if (!word) return std::nullopt;
+  return std::pair{std::string(role.substr(0, underscore)), std::string(part)};
+}
+
+// The layer counter of "deberta[_v2]_disentangled_self_attention[_<digits>]" ("0" without one), else nullopt.
+inline std::optional<std::string> attention_layer_counter(std::string_view name) {
+  for (std::string_view const stem :
+       {"deberta_disentangled_self_attention", "deberta_v2_disentangled_self_attention"}) {
+    if (!name.starts_with(stem)) continue;
+    std::string_view const rest = name.substr(stem.size());
+    if (rest.empty()) return "0";
+    if (rest.front() == '_' && all_digits(rest.substr(1))) return std::string(rest.substr(1));
+  }
+  return std::nullopt;
+}
+
 // One role's HF tensors. `role` is ZeroModels' layer name.
 inline std::optional<RoleTarget> role_target(std::string const& role, std::string const& base) {
-  static std::regex const block(R"(blocks_(\d+)_(\w+))");
-  std::smatch m;
-  if (std::regex_match(role, m, block)) {
-    std::string const layer = base + "encoder.layer." + m[1].str() + ".";
-    std::string const part = m[2].str();
+  if (auto const block = block_role(role)) {
+    std::string const layer = base + "encoder.layer." + block->first + ".";
+    std::string const& part = block->second;
     static std::map<std::string, std::string> const modules{{"query_proj", "attention.self.query_proj"},
                                                             {"key_proj", "attention.self.key_proj"},
                                                             {"value_proj", "attention.self.value_proj"},
@@ -165,10 +195,8 @@ inline std::string role_from_path(std::vector<std::string> const& parts) {
   // parts end with "vars"; the layer is the one before, its parent before that.
   std::string const layer = parts.size() >= 2 ? parts[parts.size() - 2] : "";
   std::string const parent = parts.size() >= 3 ? parts[parts.size() - 3] : "";
-  static std::regex const attention(R"(deberta(_v2)?_disentangled_self_attention(_(\d+))?)");
-  std::smatch m;
-  if (std::regex_match(parent, m, attention)) return "blocks_" + (m[3].matched ? m[3].str() : "0") + "_" + layer;
-  if (std::regex_match(layer, m, attention)) return "blocks_" + (m[3].matched ? m[3].str() : "0") + "_attention_self";
+  if (auto const counter = attention_layer_counter(parent)) return "blocks_" + *counter + "_" + layer;
+  if (auto const counter = attention_layer_counter(layer)) return "blocks_" + *counter + "_attention_self";
   if (layer == "word_embeddings") return "word_embeddings";
   if (layer == "layer_norm" && parent.ends_with("conv_layer")) return "conv_LayerNorm";
   if (layer == "layer_norm" && parent.ends_with("embeddings")) return "embeddings_LayerNorm";
