@@ -15,7 +15,7 @@ build=${FLASHDEBERTA_BUILD_DIR:-$root/build}
 # Without a GPU the GPU tests only compile (and report skipped), so one architecture is enough: sm_90, the
 # GPU machine's (the kernels have no code that differs between sm_80 and sm_90); that halves the nvcc time.
 # Their host code compiles at -O0 there too (tests/cuda/CMakeLists.txt): about 4 minutes of CPU less.
-cuda_arch=()
+cuda_arch=(-DFLASHDEBERTA_GPU_TESTS_COMPILE_OPTIONS=)  # with a GPU: the build type's flags, whatever the cache held
 if ! nvidia-smi >/dev/null 2>&1; then
   cuda_arch=(-DCMAKE_CUDA_ARCHITECTURES=90 -DFLASHDEBERTA_GPU_TESTS_COMPILE_OPTIONS=-O0)
 fi
