@@ -9,6 +9,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "flashdeberta/core/host_buffer.hpp"
@@ -55,16 +56,10 @@ class EigenTrainingOps {
   }
   void fence() const {}
 
-  void gemm(fd::GemmArgs const& a) const {
-    ThreadCount const scope(threads_);
-    fd::eigen_ops::gemm(a, threads_, on_onednn_);
-  }
+  void gemm(fd::GemmArgs const& a) const { run(fd::eigen_ops::gemm, a, on_onednn_); }
   void layer_norm(fd::LayerNormArgs const& a) const { run(fd::eigen_ops::layer_norm, a); }
   void conv1d(fd::Conv1dArgs const& a) const { run(fd::eigen_ops::conv1d, a); }
-  void linear_backward(fd::LinearBackwardArgs const& a) const {
-    ThreadCount const scope(threads_);
-    fd::eigen_ops::linear_backward(a, threads_, on_onednn_);
-  }
+  void linear_backward(fd::LinearBackwardArgs const& a) const { run(fd::eigen_ops::linear_backward, a, on_onednn_); }
   void layer_norm_backward(fd::LayerNormBackwardArgs const& a) const { run(fd::eigen_ops::layer_norm_backward, a); }
   void activation(fd::ActivationArgs const& a) const { run(fd::eigen_ops::activation, a); }
   void embedding_backward(fd::EmbeddingBackwardArgs const& a) const { run(fd::eigen_ops::embedding_backward, a); }
@@ -101,10 +96,10 @@ class EigenTrainingOps {
     [[maybe_unused]] int previous_ = 1;
   };
 
-  template <class Args>
-  void run(void (*op)(Args const&, int), Args const& args) const {
+  template <class Args, class... Extra>
+  void run(void (*op)(Args const&, int, Extra...), Args const& args, std::type_identity_t<Extra>... extra) const {
     ThreadCount const scope(threads_);
-    op(args, threads_);
+    op(args, threads_, extra...);
   }
 
   int threads_;

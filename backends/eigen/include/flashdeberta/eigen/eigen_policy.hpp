@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <type_traits>
 
 #include "flashdeberta/core/host_buffer.hpp"
 #include "flashdeberta/eigen/eigen_linear.hpp"
@@ -153,9 +154,10 @@ class EigenPolicy {
   std::int64_t attention_workspace_bytes(AttentionShape const& s) const;
 
  private:
-  // op(args, threads) within this policy's OpenMP thread count.
-  template <class Args>
-  void run(void (*op)(Args const&, int), Args const& args) const;
+  // op(args, threads, extra...) within this policy's OpenMP thread count (extra: the float32 GEMM route of the ops
+  // that have one).
+  template <class Args, class... Extra>
+  void run(void (*op)(Args const&, int, Extra...), Args const& args, std::type_identity_t<Extra>... extra) const;
 
   static std::shared_ptr<eigen_detail::FreeCores> free_cores_for(int requested) {
     return requested > 0 ? nullptr : std::make_shared<eigen_detail::FreeCores>(resolve_threads(requested));

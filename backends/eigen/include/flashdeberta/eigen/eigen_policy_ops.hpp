@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <type_traits>
 
 #include "flashdeberta/eigen/eigen_policy.hpp"
 #include "flashdeberta/eigen/host_kernels.hpp"
@@ -33,11 +34,12 @@ namespace flashdeberta {
 
 FLASHDEBERTA_EIGEN_OPS_LINKAGE bool eigen_flash_microkernels() { return eigen_ops::detail::kHasFlashMicrokernel; }
 
-template <class Args>
-void EigenPolicy::run(void (*op)(Args const&, int), Args const& args) const {
+template <class Args, class... Extra>
+void EigenPolicy::run(void (*op)(Args const&, int, Extra...), Args const& args,
+                      std::type_identity_t<Extra>... extra) const {
   int const threads = active_threads();
   eigen_detail::OmpThreadsScope const scope(threads);
-  op(args, threads);
+  op(args, threads, extra...);
 }
 
 FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::for_each_host_range(
@@ -49,9 +51,7 @@ FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::for_each_host_range(
 }
 
 FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::gemm(GemmArgs const& args) const {
-  int const threads = active_threads();
-  eigen_detail::OmpThreadsScope const scope(threads);
-  eigen_ops::gemm(args, threads, f32_on_onednn_);
+  run(eigen_ops::gemm, args, f32_on_onednn_);
 }
 
 FLASHDEBERTA_EIGEN_OPS_LINKAGE EigenPolicy::PreparedLinear EigenPolicy::prepare_linear(MatrixRef const& weight) const {
@@ -91,9 +91,7 @@ FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::lstm_cell(LstmCellArgs const& a
 }
 
 FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::linear_backward(LinearBackwardArgs const& args) const {
-  int const threads = active_threads();
-  eigen_detail::OmpThreadsScope const scope(threads);
-  eigen_ops::linear_backward(args, threads, f32_on_onednn_);
+  run(eigen_ops::linear_backward, args, f32_on_onednn_);
 }
 
 FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::layer_norm_backward(LayerNormBackwardArgs const& args) const {
