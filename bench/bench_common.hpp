@@ -72,13 +72,19 @@ inline constexpr Shape kShapes[] = {{1, 128}, {1, 512}, {1, 2048}, {1, 8192}, {8
 
 inline std::string shape_name(Shape s) { return "B:" + std::to_string(s.batch) + "/L:" + std::to_string(s.length); }
 
-// Every shape: a warm-up round first (first-touch pages, OpenMP teams, oneDNN's JIT; Google Benchmark 1.7 runs
-// one iteration, or the fixed count of a shape that has one), then the timed ones.
-// Shapes past fast_threshold run for a large fraction of a second or more per iteration, where Google Benchmark
-// would time as few as one: they get exactly 3.
-inline void configure_run(benchmark::internal::Benchmark* b, double work_per_iteration, double fast_threshold) {
-  b->Unit(benchmark::kMillisecond)->UseRealTime()->MinWarmUpTime(1e-9);  // one warm-up round, untimed
-  if (work_per_iteration > fast_threshold) b->Iterations(3);
+// Every shape gets a warm-up round first (first-touch pages, OpenMP teams, oneDNN's JIT). Shapes past fast_threshold
+// run for a large fraction of a second or more per iteration, where Google Benchmark would time as few as one: they
+// get exactly `fixed_iterations`, and their warm-up is the benchmark function's own untimed call before its loop
+// (Google Benchmark 1.7 aborts at registration when MinWarmUpTime is set beside a fixed iteration count). The others
+// get one untimed iteration from Google Benchmark (MinWarmUpTime), then as many timed ones as it picks.
+inline void configure_run(benchmark::internal::Benchmark* b, double work_per_iteration, double fast_threshold,
+                          int fixed_iterations = 3) {
+  b->Unit(benchmark::kMillisecond)->UseRealTime();
+  if (work_per_iteration > fast_threshold) {
+    b->Iterations(fixed_iterations);
+  } else {
+    b->MinWarmUpTime(1e-9);
+  }
 }
 
 inline std::vector<float> random_values(std::int64_t count, std::uint64_t seed, float scale = 1.0f) {
