@@ -11,6 +11,7 @@
 
 #include "bench_common.hpp"
 #include "flashdeberta/policy/profiling_policy.hpp"
+#include "flashdeberta/policy/training_concepts.hpp"
 
 namespace flashdeberta::bench {
 namespace {
@@ -43,6 +44,7 @@ class AttentionProblem {
   }
 
   AttentionArgs const& args() const { return args_; }
+  AttentionArgs& mutable_args() { return args_; }
 
   std::vector<float> run_to_host(P const& p, AttentionImpl impl) {
     AttentionArgs a = args_;
@@ -72,12 +74,56 @@ void attention(benchmark::State& state, Shape s, AttentionImpl impl) {
     for (std::size_t i = 0; i < flash.size(); ++i) worst = std::max(worst, std::fabs(double{flash[i]} - eager[i]));
     state.counters["max_abs_err"] = worst;
   }
+  p.disentangled_attention(problem.args());  // warm-up (configure_run)
+  p.fence();
   for (auto _ : state) {
     p.disentangled_attention(problem.args());
     p.fence();
   }
   set_rate_counters(state, static_cast<double>(s.batch * s.length), attention_flops(problem.args()));
 }
+
+// The flash backward of the same problem from the forward's log-sum-exp (what a training step runs): dQ, dK, dV
+// and the relative tables' gradients. FLOP/s counts the algorithm's work: 5 L^2 d H for the tiles (S recomputed,
+// dO.V^T, P^T.dO, dS^T.Q, dS.K) and 6 L W d H for the position terms (the two tables recomputed, their four
+// gradient products), W the window of table rows the batch reaches.
+template <TrainingPolicy P>
+void attention_backward(benchmark::State& state, Shape s) {
+  P const p = make_policy<P>();
+  AttentionProblem<P> problem(p, s, AttentionImpl::kFlash);
+  AttentionArgs& forward = problem.mutable_args();
+  std::int64_t const tokens = s.batch * s.length;
+  std::int64_t const width = forward.num_heads * forward.head_size;
+  std::vector<float> lse(static_cast<std::size_t>(forward.num_heads * tokens));
+  forward.lse = lse.data();
+  p.disentangled_attention(forward);
+  p.fence();
+  PolicyMatrix<P> const dout = random_matrix(p, tokens, width, 14);
+  PolicyMatrix<P> const dq = random_matrix(p, tokens, width, 15), dk = random_matrix(p, tokens, width, 16),
+                        dv = random_matrix(p, tokens, width, 17);
+  PolicyMatrix<P> const dpos_key = random_matrix(p, forward.pos_key.rows, width, 18);
+  PolicyMatrix<P> const dpos_query = random_matrix(p, forward.pos_query.rows, width, 19);
+  AttentionBackwardArgs const args{.forward = forward,
+                                   .dout = dout.ref,
+                                   .lse = lse.data(),
+                                   .dq = dq.ref,
+                                   .dk = dk.ref,
+                                   .dv = dv.ref,
+                                   .dpos_key = dpos_key.ref,
+                                   .dpos_query = dpos_query.ref};
+  p.disentangled_attention_backward(args);  // warm-up (configure_run)
+  p.fence();
+  for (auto _ : state) {
+    p.disentangled_attention_backward(args);
+    p.fence();
+  }
+  auto const l = static_cast<double>(s.length);
+  double const window = std::min(2.0 * l - 1.0, static_cast<double>(forward.pos_key.rows));
+  double const per_head = 2.0 * static_cast<double>(forward.head_size) * (5.0 * l * l + 6.0 * l * window);
+  set_rate_counters(state, static_cast<double>(tokens), per_head * static_cast<double>(forward.num_heads * s.batch));
+}
+
+inline constexpr Shape kBackwardShapes[] = {{8, 128}, {1, 512}, {1, 2048}};
 
 // Attention past 1024 x 1024 score elements: 3 timed iterations (configure_run).
 bool const registered = [] {
@@ -86,6 +132,13 @@ bool const registered = [] {
       for (Shape s : kShapes) {
         std::string const name = std::string("attention/") + P::name() + "/" + impl_name(impl) + "/" + shape_name(s);
         auto* b = benchmark::RegisterBenchmark(name.c_str(), attention<P>, s, impl);
+        configure_run(b, static_cast<double>(s.batch * s.length * s.length), 1024.0 * 1024.0);
+      }
+    }
+    if constexpr (TrainingPolicy<P>) {
+      for (Shape s : kBackwardShapes) {
+        std::string const name = std::string("attention_backward/") + P::name() + "/flash/" + shape_name(s);
+        auto* b = benchmark::RegisterBenchmark(name.c_str(), attention_backward<P>, s);
         configure_run(b, static_cast<double>(s.batch * s.length * s.length), 1024.0 * 1024.0);
       }
     }

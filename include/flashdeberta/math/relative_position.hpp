@@ -37,6 +37,13 @@ struct RelativeSlotTable {
     std::int64_t const clamped = diff < -saturation ? -saturation : (diff > saturation ? saturation : diff);
     return slots[static_cast<std::size_t>(clamped + saturation)];
   }
+
+  // The table rows [first, first + count) that pairs at most `reach` positions apart read: from the slot of -reach
+  // to that of +reach (slots are monotone in the distance).
+  struct Rows {
+    std::int64_t first = 0, count = 0;
+  };
+  Rows reached_rows(std::int64_t reach) const { return {slot(-reach), slot(reach) - slot(-reach) + 1}; }
 };
 
 inline std::int64_t bucketed_relative_position(ModelConfig const& config, std::int64_t diff) {

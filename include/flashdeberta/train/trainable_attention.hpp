@@ -18,6 +18,9 @@ struct RelativeInputs {
   MatrixRef dtable;                              // (2k, H) its gradient, added to by every layer
   std::int32_t const* relative_index = nullptr;  // the slot table in policy memory
   std::int64_t saturation = 0;
+  // The rows the batch's pairs reach (RelativeSlotTable::reached_rows): the layers project only these. At L = 128
+  // that is 255 of v3's 512 rows, whose projections were a twelfth of a layer's GEMM work.
+  std::int64_t first_row = 0, row_count = 0;
 };
 
 template <Variant V, TrainingPolicy P>
@@ -220,14 +223,27 @@ class TrainableAttention {
       saved.relative_dropout.apply(p, rel.table, rows_of(saved.relative, rows, h));
       table = rows_of(saved.relative, rows, h);
     }
+    MatrixRef const reached = table.row_range(rel.first_row, rel.row_count);
     if (has_c2p()) {
       saved.pos_key = ctx.allocate(rows, a);
-      pos_key_.forward(ctx.parameters, table, rows_of(saved.pos_key, rows, a));
+      MatrixRef const projected = rows_of(saved.pos_key, rows, a);
+      zero_unreached(p, rel, projected);
+      pos_key_.forward(ctx.parameters, reached, projected.row_range(rel.first_row, rel.row_count));
     }
     if (has_p2c()) {
       saved.pos_query = ctx.allocate(rows, a);
-      pos_query_.forward(ctx.parameters, table, rows_of(saved.pos_query, rows, a));
+      MatrixRef const projected = rows_of(saved.pos_query, rows, a);
+      zero_unreached(p, rel, projected);
+      pos_query_.forward(ctx.parameters, reached, projected.row_range(rel.first_row, rel.row_count));
     }
+  }
+
+  // No pair reads the rows outside the reached ones, but a kernel may load them beside its window (the host flash
+  // kernel packs the tables 64 rows at a time): zeros, not stale memory.
+  static void zero_unreached(P const& p, RelativeInputs const& rel, MatrixRef const& projected) {
+    std::int64_t const after = rel.first_row + rel.row_count;
+    if (rel.first_row > 0) p.fill(projected.row_range(0, rel.first_row), 0.0f);
+    if (after < projected.rows) p.fill(projected.row_range(after, projected.rows - after), 0.0f);
   }
 
   void relative_backward(TrainContext<P>& ctx, RelativeInputs const& rel, Saved const& saved, Buffer const& dpos_key,
@@ -246,8 +262,16 @@ class TrainableAttention {
       dtable = rows_of(local, rows, h);
       p.fill(dtable, 0.0f);
     }
-    if (has_c2p()) pos_key_.backward(ctx.parameters, table, rows_of(dpos_key, rows, a), dtable, true);
-    if (has_p2c()) pos_query_.backward(ctx.parameters, table, rows_of(dpos_query, rows, a), dtable, true);
+    // Rows outside the reached ones have zero gradients (no pair reads them): they add nothing to dW, db or dtable.
+    std::int64_t const first = rel.first_row;
+    std::int64_t const count = rel.row_count;
+    MatrixRef const reached = table.row_range(first, count);
+    MatrixRef const dreached = dtable.row_range(first, count);
+    if (has_c2p())
+      pos_key_.backward(ctx.parameters, reached, rows_of(dpos_key, rows, a).row_range(first, count), dreached, true);
+    if (has_p2c())
+      pos_query_.backward(ctx.parameters, reached, rows_of(dpos_query, rows, a).row_range(first, count), dreached,
+                          true);
     if (dropped) {
       saved.relative_dropout.apply(p, dtable, dtable);
       p.activation({.x = dtable, .out = rel.dtable, .activation = Activation::kIdentity, .accumulate = true});

@@ -3,6 +3,7 @@
 // top; DebertaModel remains the inference path and loads what training saves.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -175,6 +176,12 @@ class TrainableDeberta {
     if (dtable.size() > 0) rel.dtable = rows_of(dtable, relative_rows_, h);
     rel.relative_index = static_cast<std::int32_t const*>(slot_buffer_.data());
     rel.saturation = slots_.saturation;
+    SequenceLayout const& sequences = ctx.forward.sequences;
+    RelativeSlotTable::Rows const reached =
+        sequences.contiguous_positions ? slots_.reached_rows(std::max<std::int64_t>(sequences.max_seqlen - 1, 0))
+                                       : RelativeSlotTable::Rows{0, relative_rows_};
+    rel.first_row = reached.first;
+    rel.row_count = reached.count;
     return rel;
   }
 

@@ -78,7 +78,8 @@ inline void backward_statistics_task(BackwardProblem const& t, BackwardTask cons
     Eigen::VectorXf sum = Eigen::VectorXf::Zero(rows);
     for (std::int64_t j0 = 0; j0 < length; j0 += Tile::kBlock) {
       std::int64_t const cols = std::min(Tile::kBlock, length - j0);
-      tile_scores(t, view, pos, i0, rows, j0, cols, w);
+      tile_scores(t, cmap(w.q.data(), rows, d, w.q.outerStride()), middle_rows(view.k, j0, cols), pos, i0, rows, j0,
+                  cols, w);
       for (std::int64_t r = 0; r < rows; ++r) {
         auto const row = w.p.row(r).head(cols).array();
         float const new_max = std::max(max[r], row.maxCoeff());
@@ -111,26 +112,33 @@ inline void backward_key_task(BackwardProblem const& t, BackwardTask const& task
   dv.setZero();
   if (t.p2c) w.band.topRows(cols).setZero();
   auto const keys = view.k.middleRows(j0, cols);
+  w.k.topRows(cols).noalias() = keys * t.inv_scale;  // once per key block, not per tile
+  ConstMatrixMap const keys_scaled = cmap(w.k.data(), cols, d, w.k.outerStride());
   for (std::int64_t i0 = 0; i0 < length; i0 += Tile::kBlock) {
     std::int64_t const rows = std::min(Tile::kBlock, length - i0);
     std::int64_t const row_offset = task.head * t.tokens + task.first + i0;
-    w.q.topRows(rows).noalias() = view.q.middleRows(i0, rows) * t.inv_scale;
-    std::int32_t const edge = tile_scores(t, view, pos, i0, rows, j0, cols, w);
+    std::int32_t const edge = tile_scores(t, middle_rows(view.q, i0, rows), keys_scaled, pos, i0, rows, j0, cols, w);
     tile_gradient(t, view, grad, i0, rows, j0, cols, t.lse + row_offset, t.row_dot + row_offset,
                   t.drop.row_counter(task.head, task.first + i0) + static_cast<std::uint64_t>(j0), w);
     auto const ds = w.ds.topLeftCorner(rows, cols);
     dv.noalias() += w.p.topLeftCorner(rows, cols).transpose() * grad.dout.middleRows(i0, rows);
     dk.noalias() += ds.transpose() * view.q.middleRows(i0, rows);
     w.row_dq.middleRows(i0, rows).noalias() += ds * keys;
-    if (t.p2c) scatter_columns(edge, rows, cols, w);
-    if (t.c2p) scatter_rows(edge, i0, rows, cols, w);
+    if (edge == kBlockSlots) {
+      scatter_blocks(t, i0, rows, cols, w);
+    } else {
+      if (t.p2c) scatter_columns(edge, rows, cols, w);
+      if (t.c2p) scatter_rows(edge, i0, rows, cols, w);
+    }
   }
   grad.dv.middleRows(j0, cols) = dv;
   grad.dk.middleRows(j0, cols) = dk;
   if (!t.p2c) return;
-  auto const band = w.band.topRows(cols);
-  grad.dk.middleRows(j0, cols).noalias() += band * relative_head(t.a.pos_query, task.head, d);
-  part.query_head(task.head, d).noalias() += band.transpose() * keys;
+  SlotRange const r = key_block_slots(t, j0, cols, length);
+  auto const band = w.band.block(0, r.first, cols, r.count);
+  grad.dk.middleRows(j0, cols).noalias() +=
+      band * relative_head(t.a.pos_query, task.head, d).middleRows(r.first, r.count);
+  part.query_head(task.head, d).middleRows(r.first, r.count).noalias() += band.transpose() * keys;
 }
 
 // dQ of one (head, sequence) from its summed dS K / scale (L, d) and c2p band / scale (L, W); s Gc2p^T Q added
@@ -143,8 +151,15 @@ inline void finish_queries(BackwardProblem const& t, std::int64_t head, std::int
   grad.dq = dq_sum;
   if (!t.c2p) return;
   HeadViews const view = head_views(t.a, first, length, head);
-  grad.dq.noalias() += band * relative_head(t.a.pos_key, head, d);
-  dkr_target().noalias() += band.transpose() * view.q;
+  ConstMatrixMap const kr = relative_head(t.a.pos_key, head, d);
+  auto dkr = dkr_target();
+  for (std::int64_t i0 = 0; i0 < length; i0 += HostFlashBackwardTile::kBlock) {  // band rows are zero elsewhere
+    std::int64_t const rows = std::min(HostFlashBackwardTile::kBlock, length - i0);
+    SlotRange const r = query_block_slots(t, i0, rows, length);
+    auto const block = band.block(i0, r.first, rows, r.count);
+    grad.dq.middleRows(i0, rows).noalias() += block * kr.middleRows(r.first, r.count);
+    dkr.middleRows(r.first, r.count).noalias() += block.transpose() * view.q.middleRows(i0, rows);
+  }
 }
 
 // The tasks of a pass, head by head and sequence by sequence, cut into `parts` contiguous ranges of about equal
@@ -190,6 +205,8 @@ inline void attention_backward_flash(AttentionBackwardArgs const& g, int threads
   t.tokens = t.a.sequences.total_tokens;
   t.inv_scale = 1.0f / t.a.scale;
   t.drop = ProbsDropout(t.a);
+  t.band_kernels = detail::kHasBandKernels && (t.c2p || t.p2c) && t.a.sequences.contiguous_positions && t.slots >= 16 &&
+                   detail::has_unit_steps(t.a.relative_index, t.a.saturation);
   if (t.c2p || t.p2c) {  // the window's first row of the full tables: the narrowed index is shifted by it
     std::int64_t const begin = g.forward.relative_index[g.forward.saturation - t.a.saturation] - t.a.relative_index[0];
     if (t.c2p) t.dpos_key = g.dpos_key.row_range(begin, t.slots);

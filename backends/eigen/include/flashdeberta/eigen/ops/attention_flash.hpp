@@ -59,12 +59,13 @@ inline void add_position_terms_contiguous(AttentionArgs const& a, PositionTerms 
 #if defined(__AVX512F__)
   if (t.unit_steps) {
     BandTile const tile = band_tile(t, w, i0, rows, j0, cols);
+    SlotWindows const windows = slot_windows(tile, a.relative_index, a.saturation, w.band_window);
     if (t.c2p && t.p2c) {
-      add_position_blocks<true, true>(tile, a.relative_index, a.saturation, w.band_window);
+      add_position_blocks<true, true>(tile, a.saturation, windows);
     } else if (t.c2p) {
-      add_position_blocks<true, false>(tile, a.relative_index, a.saturation, w.band_window);
+      add_position_blocks<true, false>(tile, a.saturation, windows);
     } else {
-      add_position_blocks<false, true>(tile, a.relative_index, a.saturation, w.band_window);
+      add_position_blocks<false, true>(tile, a.saturation, windows);
     }
     return;
   }

@@ -29,6 +29,11 @@ inline ConstMatrixMap cmap(float const* data, std::int64_t rows, std::int64_t co
   return ConstMatrixMap(data, rows, cols, Eigen::OuterStride<>(ld));
 }
 
+// Rows [first, first + count) of m, as a map.
+inline ConstMatrixMap middle_rows(ConstMatrixMap const& m, std::int64_t first, std::int64_t count) {
+  return cmap(m.data() + first * m.outerStride(), count, m.cols(), m.outerStride());
+}
+
 inline MatrixMap map(float* data, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
   return MatrixMap(data, rows, cols, Eigen::OuterStride<>(ld));
 }

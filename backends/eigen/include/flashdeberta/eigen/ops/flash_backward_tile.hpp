@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "flashdeberta/eigen/ops/attention_backward_common.hpp"
+#include "flashdeberta/eigen/ops/flash_band_gradient.hpp"
 
 namespace flashdeberta::eigen_ops {
 
@@ -33,6 +34,9 @@ struct BackwardProblem {
   AttentionBackwardArgs const* g = nullptr;
   MatrixRef dpos_key, dpos_query;  // (W, A) rows of the window
   bool c2p = false, p2c = false;
+  // Contiguous positions and a slot table of unit steps (flash_position_band.hpp): the tiles' position terms and
+  // band gradients take the AVX-512 block kernels, which need no per-pair slot.
+  bool band_kernels = false;
   std::int64_t slots = 0;   // W, 0 without position terms
   std::int64_t tokens = 0;  // T
   float inv_scale = 1.0f;
@@ -42,15 +46,45 @@ struct BackwardProblem {
   ProbsDropout drop{AttentionArgs{}};  // of the probabilities, as the forward drew it
 };
 
+// The table rows [first, first + count) that the pairs of one block of kBlock query rows (against every key of the
+// sequence: c2p) or of kBlock keys (against every query: p2c) reach. A row i meets the distances i - (L - 1) .. i,
+// half of the sequence's window, so the tables and band products of a block need only those rows: at L = 128 a
+// block of 64 reaches 191 of the 255, and the products outside would multiply zeros of the band gradients.
+// Without the block kernels (positions not contiguous), the whole window.
+struct SlotRange {
+  std::int64_t first = 0, count = 0;
+};
+inline SlotRange block_slots(BackwardProblem const& t, std::int64_t lowest_distance, std::int64_t highest_distance) {
+  if (!t.band_kernels) return {0, t.slots};
+  std::int64_t const sat = t.a.saturation;
+  std::int32_t const lo = t.a.relative_index[std::clamp(lowest_distance, -sat, sat) + sat];
+  std::int32_t const hi = t.a.relative_index[std::clamp(highest_distance, -sat, sat) + sat];
+  return {lo, hi - lo + 1};
+}
+inline SlotRange query_block_slots(BackwardProblem const& t, std::int64_t i0, std::int64_t rows, std::int64_t length) {
+  return block_slots(t, i0 - (length - 1), i0 + rows - 1);
+}
+inline SlotRange key_block_slots(BackwardProblem const& t, std::int64_t j0, std::int64_t cols, std::int64_t length) {
+  return block_slots(t, -(j0 + cols - 1), length - 1 - j0);
+}
+
 // Pair slot of a tile whose pairs are not all on one edge slot: each reads its own, from BackwardWorkspace::slot.
 inline constexpr std::int32_t kPerPairSlots = -1;
+// The same, for the block kernels (BackwardProblem::band_kernels): the tile's slot windows are in the workspace.
+inline constexpr std::int32_t kBlockSlots = -2;
+
+// Row length of the band accumulators: W rounded up to 16 floats, plus 8. The block kernels add to rows one apart at
+// slots one apart, so with W = 511 (L = 512) every second addition landed 4096 bytes after the one before last and
+// its load waited on that store (4K aliasing: measured 17% of the gradients pass).
+inline std::int64_t padded_band_width(std::int64_t slots) { return (slots + 15) / 16 * 16 + 8; }
 
 // Per-thread buffers, sized once per pass: nothing is allocated inside the tile loops.
 struct BackwardWorkspace {
   RowMatrix c2p_all;  // (L, W) q . Kr^T / scale of the sequence and head held
   RowMatrix p2c_all;  // (L, W) k . Qr^T / scale
   std::int64_t held_first = -1, held_head = -1;
-  RowMatrix q;                     // (B, d) query tile / scale
+  RowMatrix q;                     // (B, d) query tile / scale (statistics pass)
+  RowMatrix k;                     // (B, d) the owned keys / scale (gradients pass)
   RowMatrix p;                     // (B, B) scores, then probabilities
   RowMatrix ds;                    // (B, B) dP, then dS / scale
   RowMatrix acc, acc_v;            // (B, d) dK and dV of the owned keys
@@ -59,6 +93,12 @@ struct BackwardWorkspace {
   RowMatrix row_band;              // (L, W) its c2p band gradient / scale
   std::vector<std::int32_t> slot;  // (B, B) slot of each pair of a per-pair tile
   Eigen::RowVectorXf keep;         // (B) m / (1 - p) of one tile row, with dropout
+  // The block kernels: the p2c columns of the two edge slots, (L) each, and the tile's slot windows.
+  Eigen::VectorXf p2c_far, p2c_near;
+  std::vector<std::int32_t> window;
+#if defined(__AVX512F__)
+  SlotWindows windows;
+#endif
 
   BackwardWorkspace(BackwardProblem const& t, std::int64_t max_length) {
     std::int64_t const b = HostFlashBackwardTile::kBlock;
@@ -66,15 +106,19 @@ struct BackwardWorkspace {
     c2p_all.resize(t.c2p ? max_length : 0, t.slots);
     p2c_all.resize(t.p2c ? max_length : 0, t.slots);
     q.resize(b, d);
+    k.resize(b, d);
     p.resize(b, b);
     ds.resize(b, b);
     acc.resize(b, d);
     acc_v.resize(b, d);
-    band.resize(t.p2c ? b : 0, t.slots);
+    band.resize(t.p2c ? b : 0, padded_band_width(t.slots));
     row_dq.resize(max_length, d);
-    row_band.resize(t.c2p ? max_length : 0, t.slots);
+    row_band.resize(t.c2p ? max_length : 0, padded_band_width(t.slots));
     slot.resize(static_cast<std::size_t>(b * b));
     keep.resize(t.drop.active() ? b : 0);
+    p2c_far.resize(t.band_kernels && t.p2c ? max_length : 0);
+    p2c_near.resize(p2c_far.size());
+    window.reserve(static_cast<std::size_t>(2 * (2 * b + 32)));
   }
 
   // Both projected tables of one sequence and head, unless already held (tasks come sequence by sequence).
@@ -83,26 +127,42 @@ struct BackwardWorkspace {
     held_first = first;
     held_head = head;
     std::int64_t const length = view.q.rows();
-    // The scale on the left operand becomes GEMM's alpha (flash_state.hpp: P2cTable).
-    if (t.c2p)
-      c2p_all.topRows(length).noalias() =
-          (t.inv_scale * view.q) * relative_head(t.a.pos_key, head, t.a.head_size).transpose();
-    if (t.p2c)
-      p2c_all.topRows(length).noalias() =
-          (t.inv_scale * view.k) * relative_head(t.a.pos_query, head, t.a.head_size).transpose();
+    std::int64_t const d = t.a.head_size;
+    // Each block of rows over the table rows it reaches (block_slots); the tiles read no other cell. The scale on
+    // the left operand becomes GEMM's alpha (flash_state.hpp: P2cTable).
+    for (std::int64_t x0 = 0; x0 < length; x0 += HostFlashBackwardTile::kBlock) {
+      std::int64_t const n = std::min(HostFlashBackwardTile::kBlock, length - x0);
+      if (t.c2p) {
+        SlotRange const r = query_block_slots(t, x0, n, length);
+        c2p_all.block(x0, r.first, n, r.count).noalias() =
+            (t.inv_scale * view.q.middleRows(x0, n)) *
+            relative_head(t.a.pos_key, head, d).middleRows(r.first, r.count).transpose();
+      }
+      if (t.p2c) {
+        SlotRange const r = key_block_slots(t, x0, n, length);
+        p2c_all.block(x0, r.first, n, r.count).noalias() =
+            (t.inv_scale * view.k.middleRows(x0, n)) *
+            relative_head(t.a.pos_query, head, d).middleRows(r.first, r.count).transpose();
+      }
+    }
+    if (t.p2c && t.band_kernels) {
+      p2c_far.head(length) = p2c_all.col(t.a.relative_index[2 * t.a.saturation]).head(length);
+      p2c_near.head(length) = p2c_all.col(t.a.relative_index[0]).head(length);
+    }
   }
 };
 
-// Scores of query rows [i0, i0 + rows) (w.q: those rows / scale) against keys [j0, j0 + cols) into w.p. Returns
+// Scores of query rows [i0, i0 + rows) (`queries`) against keys [j0, j0 + cols) (`keys`), one of the two divided by
+// scale, into w.p. Returns
 // the edge slot when every pair lies beyond the saturation distance on one side (the position terms are then a
 // per-row plus a per-key vector, and the band gradients row and column sums), else kPerPairSlots with each
 // pair's slot in w.slot.
-inline std::int32_t tile_scores(BackwardProblem const& t, HeadViews const& view, std::int32_t const* pos,
-                                std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols,
-                                BackwardWorkspace& w) {
+inline std::int32_t tile_scores(BackwardProblem const& t, ConstMatrixMap const& queries, ConstMatrixMap const& keys,
+                                std::int32_t const* pos, std::int64_t i0, std::int64_t rows, std::int64_t j0,
+                                std::int64_t cols, BackwardWorkspace& w) {
   std::int64_t const b = HostFlashBackwardTile::kBlock;
   auto s = w.p.topLeftCorner(rows, cols);
-  s.noalias() = w.q.topRows(rows) * view.k.middleRows(j0, cols).transpose();
+  s.noalias() = queries * keys.transpose();
   if (!t.c2p && !t.p2c) return kPerPairSlots;
   std::int64_t const sat = t.a.saturation;
   std::int32_t const* index = t.a.relative_index;
@@ -116,6 +176,33 @@ inline std::int32_t tile_scores(BackwardProblem const& t, HeadViews const& view,
     if (t.p2c) s.rowwise() += w.p2c_all.col(edge).segment(j0, cols).transpose();
     return edge;
   }
+#if defined(__AVX512F__)
+  if (t.band_kernels) {
+    BandTile tile;
+    tile.scores = w.p.data();
+    tile.ld = w.p.outerStride();
+    tile.c2p = t.c2p ? &w.c2p_all(i0, 0) : nullptr;
+    tile.p2c = t.p2c ? &w.p2c_all(j0, 0) : nullptr;
+    tile.p2c_far = t.p2c ? w.p2c_far.data() + j0 : nullptr;
+    tile.p2c_near = t.p2c ? w.p2c_near.data() + j0 : nullptr;
+    tile.slots = t.slots;
+    tile.slot_far = index[2 * sat];
+    tile.slot_near = index[0];
+    tile.i0 = i0;
+    tile.rows = rows;
+    tile.j0 = j0;
+    tile.cols = cols;
+    w.windows = slot_windows(tile, index, sat, w.window);
+    if (t.c2p && t.p2c) {
+      add_position_blocks<true, true>(tile, sat, w.windows);
+    } else if (t.c2p) {
+      add_position_blocks<true, false>(tile, sat, w.windows);
+    } else {
+      add_position_blocks<false, true>(tile, sat, w.windows);
+    }
+    return kBlockSlots;
+  }
+#endif
   std::int64_t const ld = t.slots;
   for (std::int64_t r = 0; r < rows; ++r) {
     std::int64_t const pi = pos[i0 + r];
@@ -158,6 +245,30 @@ inline void tile_gradient(BackwardProblem const& t, HeadViews const& view, HeadG
   }
 }
 
+// Both band gradients of a tile whose scores took the block kernels (tile_scores returned kBlockSlots).
+inline void scatter_blocks([[maybe_unused]] BackwardProblem const& t, [[maybe_unused]] std::int64_t i0,
+                           [[maybe_unused]] std::int64_t rows, [[maybe_unused]] std::int64_t cols,
+                           [[maybe_unused]] BackwardWorkspace& w) {
+#if defined(__AVX512F__)
+  BandGradientTile tile;
+  tile.ds = w.ds.data();
+  tile.ld = w.ds.outerStride();
+  tile.c2p = t.c2p ? &w.row_band(i0, 0) : nullptr;
+  tile.p2c = t.p2c ? w.band.data() : nullptr;
+  tile.c2p_ld = w.row_band.outerStride();
+  tile.p2c_ld = w.band.outerStride();
+  tile.rows = rows;
+  tile.cols = cols;
+  if (t.c2p && t.p2c) {
+    add_band_gradients<true, true>(tile, w.windows);
+  } else if (t.c2p) {
+    add_band_gradients<true, false>(tile, w.windows);
+  } else {
+    add_band_gradients<false, true>(tile, w.windows);
+  }
+#endif
+}
+
 // row_band rows [i0, i0 + rows) += dS collected by slot along each row (c2p: the band rows are the tile's queries).
 inline void scatter_rows(std::int32_t edge, std::int64_t i0, std::int64_t rows, std::int64_t cols,
                          BackwardWorkspace& w) {
@@ -181,7 +292,7 @@ inline void scatter_columns(std::int32_t edge, std::int64_t rows, std::int64_t c
     return;
   }
   std::int64_t const b = HostFlashBackwardTile::kBlock;
-  std::int64_t const ld = w.band.cols();
+  std::int64_t const ld = w.band.outerStride();
   for (std::int64_t r = 0; r < rows; ++r) {
     float* __restrict band = w.band.data();
     float const* __restrict ds = &w.ds(r, 0);

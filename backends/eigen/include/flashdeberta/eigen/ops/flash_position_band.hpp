@@ -83,15 +83,22 @@ inline __m512 permute_slots(float const* row, std::int64_t slots, __m512i idx, s
   return _mm512_permutexvar_ps(_mm512_sub_epi32(idx, _mm512_set1_epi32(base)), _mm512_loadu_ps(row + base));
 }
 
-// Adds both position terms to the tile. `window` is scratch of at least 2 * (rows + cols + 32) ints.
-template <bool C2p, bool P2c>
-inline void add_position_blocks(BandTile const& t, std::int32_t const* relative_index, std::int64_t saturation,
+// The slot of every distance a tile's 16-lane blocks read, as two windows of consecutive distances:
+//   by_col[v]: slot at i - j = i0 - j0 + rows + 15 - v (falls with v: along a row, row r's lanes c0.. start at
+//              v = rows - r + c0 + 15);
+//   by_row[u]: slot at i - j = i0 - j0 - cols - 15 + u (rises with u: down a column, column c's lanes r0.. start at
+//              u = r0 - c + cols + 15).
+// Each has rows + cols + 32 entries: a block's 16 slots and the one after them stay inside.
+struct SlotWindows {
+  std::int32_t const* by_col = nullptr;
+  std::int32_t const* by_row = nullptr;
+};
+
+inline SlotWindows slot_windows(BandTile const& t, std::int32_t const* relative_index, std::int64_t saturation,
                                 std::vector<std::int32_t>& window) {
   std::int64_t const s = saturation;
   std::int64_t const n = t.rows + t.cols + 32;
   window.resize(static_cast<std::size_t>(2 * n));
-  // by_col[v]: slot at i - j = i0 - j0 + rows + 15 - v (falls with v: along a row);
-  // by_row[u]: slot at i - j = i0 - j0 - cols - 15 + u (rises with u: down a column).
   std::int32_t* by_col = window.data();
   std::int32_t* by_row = window.data() + n;
   std::int64_t const top = t.i0 - t.j0 + t.rows + 15;
@@ -100,6 +107,15 @@ inline void add_position_blocks(BandTile const& t, std::int32_t const* relative_
     by_col[v] = relative_index[std::clamp(top - v, -s, s) + s];
     by_row[v] = relative_index[std::clamp(bottom + v, -s, s) + s];
   }
+  return {by_col, by_row};
+}
+
+// Adds both position terms to the tile; `windows` from slot_windows.
+template <bool C2p, bool P2c>
+inline void add_position_blocks(BandTile const& t, std::int64_t saturation, SlotWindows const& windows) {
+  std::int64_t const s = saturation;
+  std::int32_t const* by_col = windows.by_col;
+  std::int32_t const* by_row = windows.by_row;
   for (std::int64_t r0 = 0; r0 < t.rows; r0 += 16) {
     std::int64_t const nr = std::min<std::int64_t>(16, t.rows - r0);
     for (std::int64_t c0 = 0; c0 < t.cols; c0 += 16) {

@@ -39,7 +39,7 @@ struct FlashWorkspace {
   RowMatrix acc;                          // (BM, d)
   Eigen::VectorXf row_max, row_sum;       // (BM)
   std::vector<std::int32_t> slot_window;  // (BM + BN - 1)
-  std::vector<std::int32_t> band_window;  // scratch of add_position_blocks, capacity reserved once
+  std::vector<std::int32_t> band_window;  // scratch of slot_windows, capacity reserved once
 
   FlashWorkspace(std::int64_t d, std::int64_t slots)
       : q(HostFlashTile::kBlockQ, d),
