@@ -104,7 +104,7 @@ TrainingResult train(TrainerOptions const& o, TrainerHooks const& hooks) {
     throw UsageError("--backend " + std::string(backend_name(o.runtime.backend)) + ": not in this build");
   std::unique_ptr<StartedBackend> const backend = entry->start(o.runtime);
   std::unique_ptr<TrainingSession> session = backend->train(model, config, session_options);
-  ModelFiles const files = model_files(model, trained_config_json(source_config, config, plan), config.hidden_size);
+  ModelFiles const files{trained_config_json(source_config, config, plan), model, session->shapes()};
   DropoutRates const dropout = dropout_of(source_config, o.task);
 
   TrainerPosition pos{0, 0, 0, 0.0, o.seed, o.batch_size, accumulation, n};

@@ -13,7 +13,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "flashdeberta/io/checkpoint.hpp"
 #include "flashdeberta/io/json.hpp"
 #include "flashdeberta/io/regular_file.hpp"
 #include "flashdeberta/io/safetensors.hpp"
@@ -47,17 +46,13 @@ void write_file_atomically(fs::path const& path, std::string_view bytes) {
 }
 
 std::vector<std::int64_t> shape_of(ModelFiles const& files, std::string const& name, std::size_t numel) {
-  for (std::string const& key : {name, name.starts_with("deberta.") ? name.substr(8) : name}) {
-    auto const it = files.shapes.find(key);
-    if (it == files.shapes.end()) continue;
-    std::int64_t n = 1;
+  auto const it = files.shapes.find(name);
+  std::int64_t n = 1;
+  if (it != files.shapes.end())
     for (std::int64_t d : it->second) n *= d;
-    if (n == static_cast<std::int64_t>(numel)) return it->second;
-  }
-  auto const n = static_cast<std::int64_t>(numel);
-  bool const vector = name.ends_with("bias") || name.find("LayerNorm") != std::string::npos;
-  if (vector || files.hidden_size <= 0 || n % files.hidden_size != 0) return {n};
-  return {n / files.hidden_size, files.hidden_size};
+  FLASHDEBERTA_REQUIRE(it != files.shapes.end() && n == static_cast<std::int64_t>(numel),
+                       "writing the trained model: no shape of " << numel << " elements for tensor '" << name << "'");
+  return it->second;
 }
 
 void write_tensors(fs::path const& path, std::vector<std::pair<std::string, std::vector<std::int64_t>>> const& shapes,
@@ -78,13 +73,6 @@ std::string join(std::vector<std::string> const& names) {
 }
 
 }  // namespace
-
-ModelFiles model_files(fs::path const& source, std::string config_json, std::int64_t hidden_size) {
-  ModelFiles files{std::move(config_json), source, {}, hidden_size};
-  Checkpoint const checkpoint = Checkpoint::open(source);
-  for (std::string const& name : checkpoint.names()) files.shapes[name] = checkpoint.info(name).shape;
-  return files;
-}
 
 std::string trained_config_json(std::string const& source_config, ModelConfig const& config, DataPlan const& plan) {
   auto doc = io::parse_json<nlohmann::ordered_json>(source_config, "config.json", "config");

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -70,6 +71,12 @@ class TypedTrainingSession final : public TrainingSession {
   double next_learning_rate() const override { return optimizer_.next_learning_rate(); }
   std::vector<std::pair<std::string, std::vector<float>>> weights() const override {
     return model_.parameters().download_values();
+  }
+  std::map<std::string, std::vector<std::int64_t>> shapes() const override {
+    ParameterSet<P> const& s = model_.parameters();
+    std::map<std::string, std::vector<std::int64_t>> out;
+    for (std::size_t i = 0; i < s.size(); ++i) out[s.info(i).name] = s.info(i).shape;
+    return out;
   }
   TrainingState state() const override {
     using Slot = typename ParameterSet<P>::Slot;

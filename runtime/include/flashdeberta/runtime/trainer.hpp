@@ -185,10 +185,8 @@ struct TrainerPosition {
 struct ModelFiles {
   std::string config_json;
   std::filesystem::path tokenizer_dir;
-  std::map<std::string, std::vector<std::int64_t>> shapes;  // the source checkpoint's, under HF names
-  std::int64_t hidden_size = 0;  // a new head tensor: [numel / H, H], or [numel] for biases and LayerNorms
+  std::map<std::string, std::vector<std::int64_t>> shapes;  // TrainingSession::shapes(), under HF names
 };
-ModelFiles model_files(std::filesystem::path const& source, std::string config_json, std::int64_t hidden_size);
 
 // Writes config.json, model.safetensors (every weight under its HF name) and the tokenizer files into `directory`,
 // each file replaced atomically.

@@ -43,8 +43,9 @@ class TrainingSession {
   // are zeroed after it.
   virtual OptimizerStepReport step(double gradient_scale) = 0;
   virtual double next_learning_rate() const = 0;
-  // Every parameter under its HF name (deberta.* and the head's), host float32.
+  // Every parameter under its HF name (deberta.* and the head's), host float32, flat; shapes() gives each one's.
   virtual std::vector<std::pair<std::string, std::vector<float>>> weights() const = 0;
+  virtual std::map<std::string, std::vector<std::int64_t>> shapes() const = 0;
   virtual TrainingState state() const = 0;
   virtual void restore(TrainingState const& state) = 0;
 };
