@@ -153,10 +153,10 @@ struct BackwardWorkspace {
 };
 
 // Scores of query rows [i0, i0 + rows) (`queries`) against keys [j0, j0 + cols) (`keys`), one of the two divided by
-// scale, into w.p. Returns
-// the edge slot when every pair lies beyond the saturation distance on one side (the position terms are then a
-// per-row plus a per-key vector, and the band gradients row and column sums), else kPerPairSlots with each
-// pair's slot in w.slot.
+// scale, into w.p. Returns the edge slot when every pair lies beyond the saturation distance on one side (the
+// position terms are then a per-row plus a per-key vector, and the band gradients row and column sums);
+// kBlockSlots when the block kernels added the position terms (the tile's slot windows in w.windows); else
+// kPerPairSlots with each pair's slot in w.slot.
 inline std::int32_t tile_scores(BackwardProblem const& t, ConstMatrixMap const& queries, ConstMatrixMap const& keys,
                                 std::int32_t const* pos, std::int64_t i0, std::int64_t rows, std::int64_t j0,
                                 std::int64_t cols, BackwardWorkspace& w) {
