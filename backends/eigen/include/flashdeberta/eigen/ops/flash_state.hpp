@@ -65,6 +65,21 @@ struct PositionTerms {
   bool unit_steps = false;  // slot table rises by 0 or 1 per unit of i - j: the gather-free block kernel applies
 };
 
+// The table columns [first, first + count), whole panels of kMicroPanel, that pairs at distances lowest .. highest
+// read. A query row i meets i - (L - 1) .. i and a key j meets -j .. L - 1 - j: about half of the window each, so
+// a block's c2p or p2c products need only those panels (3 of 4 per block of 64 at L = 128).
+struct PanelRange {
+  std::int64_t first = 0, count = 0;
+};
+inline PanelRange reached_panels(AttentionArgs const& a, std::int64_t lowest, std::int64_t highest,
+                                 std::int64_t slots) {
+  std::int64_t const s = a.saturation;
+  std::int64_t const lo = a.relative_index[std::clamp(lowest, -s, s) + s];
+  std::int64_t const hi = a.relative_index[std::clamp(highest, -s, s) + s];
+  std::int64_t const first = lo / kMicroPanel * kMicroPanel;
+  return {first, std::min(slots, (hi + kMicroPanel) / kMicroPanel * kMicroPanel) - first};
+}
+
 // p2c (L, 2k) = k . Qr^T / scale of one head, and its two edge-slot columns as contiguous vectors.
 struct P2cTable {
   RowMatrix all;
@@ -81,8 +96,17 @@ struct P2cTable {
                std::int64_t j0, std::int64_t n, float const* query_rel_panels = nullptr) {
 #if defined(__AVX512F__)
     if (query_rel_panels != nullptr) {
-      score_tile(view.k.data() + j0 * view.k.outerStride(), view.k.outerStride(), query_rel_panels, 0, n, all.cols(),
-                 all.data() + j0 * all.cols(), all.cols());
+      // Key blocks of kMicroPanel over the panels their distances reach (reached_panels) where positions are
+      // contiguous; the edge columns are read only by blocks that reach them.
+      std::int64_t const length = view.k.rows();
+      for (std::int64_t x0 = j0; x0 < j0 + n; x0 += kMicroPanel) {
+        std::int64_t const m = std::min(kMicroPanel, j0 + n - x0);
+        PanelRange const r = a.sequences.contiguous_positions
+                                 ? reached_panels(a, -(x0 + m - 1), length - 1 - x0, all.cols())
+                                 : PanelRange{0, all.cols()};
+        score_tile(view.k.data() + x0 * view.k.outerStride(), view.k.outerStride(), query_rel_panels, r.first, m,
+                   r.count, all.data() + x0 * all.cols() + r.first, all.cols());
+      }
       far.segment(j0, n) = all.col(t.slot_far).segment(j0, n);
       near.segment(j0, n) = all.col(t.slot_near).segment(j0, n);
       return;
