@@ -6,9 +6,11 @@
 // gradient; each HF tensor is a view of its block. Views stay valid while the set lives: blocks are never moved.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -129,16 +131,65 @@ class ParameterSet {
     return static_cast<float*>(grad(index, 1, parameters_.at(index).count).data);
   }
 
-  void zero_grads() const {
-    for (Block const& b : blocks_) policy_.fill(matrix_ref(b.grad.data(), DType::kF32, 1, b.grad.size()), 0.0f);
+  void zero_grads() {
+    for (std::size_t x = 0; x < blocks_.size(); ++x) {
+      auto* grad = static_cast<float*>(blocks_[x].grad.data());
+      if (tracks_rows_of(x)) {
+        for_each_touched_run([&](std::int64_t first, std::int64_t count) {
+          policy_.fill(matrix_ref(grad + first * tracked_->width, DType::kF32, 1, count * tracked_->width), 0.0f);
+        });
+      } else {
+        policy_.fill(matrix_ref(grad, DType::kF32, 1, blocks_[x].grad.size()), 0.0f);
+      }
+    }
+    if (!tracked_) return;
+    for (std::int32_t row : tracked_->list) tracked_->touched[static_cast<std::size_t>(row)] = 0;
+    tracked_->list.clear();
+    tracked_->all = false;
   }
 
   // The global L2 norm of every gradient (torch.nn.utils.clip_grad_norm_'s total_norm), in float64.
   double grad_norm() const {
     double sum = 0.0;
-    for (Block const& b : blocks_)
-      sum += policy_.sum_of_squares(static_cast<float const*>(b.grad.data()), b.grad.size());
+    for (std::size_t x = 0; x < blocks_.size(); ++x) {
+      auto const* grad = static_cast<float const*>(blocks_[x].grad.data());
+      if (tracks_rows_of(x)) {
+        for_each_touched_run([&](std::int64_t first, std::int64_t count) {
+          sum += policy_.sum_of_squares(grad + first * tracked_->width, count * tracked_->width);
+        });
+      } else {
+        sum += policy_.sum_of_squares(grad, blocks_[x].grad.size());
+      }
+    }
     return std::sqrt(sum);
+  }
+
+  // Row tracking of one 2-D parameter with a block of its own (the word embeddings): zero_grads and grad_norm then
+  // visit only the rows whose gradient may be nonzero since the last zero_grads. v3's 128k-row table is over half
+  // of its parameters (two of the optimizer's memory passes over it per step), and 1024 tokens touch at most 1024
+  // of its rows. Whoever adds to that gradient names the rows (note_rows) or all of them (note_all_rows: the tied
+  // masked-LM decoder); set() and set_grad() count as all.
+  void track_rows(std::size_t index) {
+    Parameter const& p = parameters_.at(index);
+    std::size_t shared = 0;
+    for (Parameter const& q : parameters_) shared += q.block == p.block ? 1 : 0;
+    FLASHDEBERTA_REQUIRE(p.shape.size() == 2 && shared == 1,
+                         "row tracking needs a 2-D parameter with a block of its own; " << p.name << " is not");
+    tracked_ = RowTracking{index, p.shape[0], p.shape[1], true, std::vector<std::uint8_t>(p.shape[0], 0), {}};
+  }
+  void note_rows(std::size_t index, std::span<std::int32_t const> rows) {
+    if (!tracked_ || tracked_->index != index || tracked_->all) return;
+    for (std::int32_t row : rows) {
+      FLASHDEBERTA_REQUIRE(row >= 0 && row < tracked_->rows, parameters_[index].name << ": gradient row " << row
+                                                                                     << " outside its "
+                                                                                     << tracked_->rows << " rows");
+      auto& seen = tracked_->touched[static_cast<std::size_t>(row)];
+      if (seen == 0) tracked_->list.push_back(row);
+      seen = 1;
+    }
+  }
+  void note_all_rows(std::size_t index) {
+    if (tracked_ && tracked_->index == index) tracked_->all = true;
   }
 
   // What each parameter holds: its value, its gradient, AdamW's first and second moments.
@@ -227,12 +278,37 @@ class ParameterSet {
     return matrix_ref(base + first.offset, DType::kF32, rows, cols);
   }
 
+  struct RowTracking {
+    std::size_t index = 0;
+    std::int64_t rows = 0, width = 0;
+    bool all = true;                    // every row may be nonzero: until the first zero_grads, after set()
+    std::vector<std::uint8_t> touched;  // (rows) 1 where the row is in `list`
+    std::vector<std::int32_t> list;     // the rows noted since the last zero_grads
+  };
+
+  bool tracks_rows_of(std::size_t block) const {
+    return tracked_ && !tracked_->all && parameters_[tracked_->index].block == block;
+  }
+  // body(first, count) for each run of consecutive touched rows, in row order.
+  template <class Body>
+  void for_each_touched_run(Body&& body) const {
+    std::vector<std::int32_t> rows = tracked_->list;
+    std::sort(rows.begin(), rows.end());
+    for (std::size_t x = 0; x < rows.size();) {
+      std::size_t y = x + 1;
+      while (y < rows.size() && rows[y] == rows[y - 1] + 1) ++y;
+      body(std::int64_t{rows[x]}, static_cast<std::int64_t>(y - x));
+      x = y;
+    }
+  }
+
   P policy_;
   float initializer_range_;
   std::mt19937_64 init_rng_;
   std::vector<Parameter> parameters_;
   std::vector<Block> blocks_;
   std::vector<std::string> loaded_, initialized_;
+  std::optional<RowTracking> tracked_;
 };
 
 template <TrainingPolicy P>
@@ -257,6 +333,7 @@ void ParameterSet<P>::set(std::size_t index, std::span<float const> values, Slot
   FLASHDEBERTA_REQUIRE(static_cast<std::int64_t>(values.size()) == p.count,
                        "parameter " << p.name << " holds " << p.count << " values, not " << values.size());
   if (slot == Slot::kExpAvg || slot == Slot::kExpAvgSq) allocate_moments(blocks_[p.block]);
+  if (slot == Slot::kGrad) note_all_rows(index);
   Buffer const staged = policy_.upload(values, DType::kF32);
   policy_.activation({.x = matrix_ref(staged.data(), DType::kF32, 1, p.count),
                       .out = view(index, 1, p.count, 1, slot),

@@ -57,6 +57,7 @@ class TrainingModel {
     ParameterSource head{checkpoint, "", ""};
     head_ = std::make_unique<TrainableHead<P>>(*parameters_, head, config_, options.head, options.problem,
                                                backbone_->word_embeddings());
+    parameters_->track_rows(backbone_->word_embeddings());
   }
 
   ModelConfig const& config() const { return config_; }
@@ -107,6 +108,13 @@ class TrainingModel {
       auto dhidden = head_->backward(ctx, saved, loss.dlogits);
       saved = {};
       backbone_->backward(ctx, tape, std::move(dhidden), options_.activation_checkpointing);
+      // The rows of the word embeddings' gradient this backward added to: the batch's ids, or every row where the
+      // masked-LM decoder (tied to the table) wrote its gradient.
+      if (options_.head == HeadKind::kMaskedLM) {
+        parameters_->note_all_rows(backbone_->word_embeddings());
+      } else {
+        parameters_->note_rows(backbone_->word_embeddings(), batch.input_ids);
+      }
     }
     p.fence();
     return out;
