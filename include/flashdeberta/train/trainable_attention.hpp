@@ -19,7 +19,7 @@ struct RelativeInputs {
   std::int32_t const* relative_index = nullptr;  // the slot table in policy memory
   std::int64_t saturation = 0;
   // The rows the batch's pairs reach (RelativeSlotTable::reached_rows): the layers project only these. At L = 128
-  // that is 255 of v3's 512 rows, whose projections were a twelfth of a layer's GEMM work.
+  // that is 255 of v3's 512 rows; projecting all 512 would add a twelfth to a layer's GEMM work.
   std::int64_t first_row = 0, row_count = 0;
 };
 

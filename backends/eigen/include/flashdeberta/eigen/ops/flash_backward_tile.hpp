@@ -74,8 +74,9 @@ inline constexpr std::int32_t kPerPairSlots = -1;
 inline constexpr std::int32_t kBlockSlots = -2;
 
 // Row length of the band accumulators: W rounded up to 16 floats, plus 8. The block kernels add to rows one apart at
-// slots one apart, so with W = 511 (L = 512) every second addition landed 4096 bytes after the one before last and
-// its load waited on that store (4K aliasing: a sixth of the gradient pass's samples outside its GEMMs, in perf).
+// slots one apart, so with rows of W = 511 floats (L = 512) every second addition would land 4096 bytes after the one
+// before last and its load wait on that store (4K aliasing: a sixth of the gradient pass's samples outside its GEMMs,
+// in perf).
 inline std::int64_t padded_band_width(std::int64_t slots) { return (slots + 15) / 16 * 16 + 8; }
 
 // Per-thread buffers, sized once per pass: nothing is allocated inside the tile loops.

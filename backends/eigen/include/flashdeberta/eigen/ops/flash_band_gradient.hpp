@@ -3,7 +3,7 @@
 //
 // The c2p term of pair (i, j) reads c2p(i, delta(i - j)), so its gradient is the band G_c2p(i, s) = sum of dS(i, j)
 // over the keys j with delta(i - j) = s (along a row); the p2c term's is G_p2c(j, s), the sum down column j. A
-// scalar scatter was a quarter of the backward at L = 512 (perf, one thread): sixteen read-modify-writes per row
+// scalar scatter costs a quarter of the backward at L = 512 (perf, one thread): sixteen read-modify-writes per row
 // block, serialized through store forwarding wherever neighbouring pairs share a slot (every log bucket does).
 // With unit steps (the slot changes by 0 or 1 per unit of i - j) the 16 pairs of a row block fall in runs of equal
 // slot on consecutive slots, so a block is:
