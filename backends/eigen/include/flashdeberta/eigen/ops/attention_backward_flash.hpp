@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "flashdeberta/eigen/ops/flash_backward_tile.hpp"
+#include "flashdeberta/eigen/ops/flash_microkernel.hpp"
 #include "flashdeberta/eigen/ops/op_threads.hpp"
 #include "flashdeberta/eigen/ops/relative_window.hpp"
 
@@ -134,7 +135,7 @@ inline void backward_key_task(BackwardProblem const& t, BackwardTask const& task
   grad.dv.middleRows(j0, cols) = dv;
   grad.dk.middleRows(j0, cols) = dk;
   if (!t.p2c) return;
-  SlotRange const r = key_block_slots(t, j0, cols, length);
+  TableRows const r = key_block_slots(t, j0, cols, length);
   auto const band = w.band.block(0, r.first, cols, r.count);
   grad.dk.middleRows(j0, cols).noalias() +=
       band * relative_head(t.a.pos_query, task.head, d).middleRows(r.first, r.count);
@@ -155,7 +156,7 @@ inline void finish_queries(BackwardProblem const& t, std::int64_t head, std::int
   auto dkr = dkr_target();
   for (std::int64_t i0 = 0; i0 < length; i0 += HostFlashBackwardTile::kBlock) {  // band rows are zero elsewhere
     std::int64_t const rows = std::min(HostFlashBackwardTile::kBlock, length - i0);
-    SlotRange const r = query_block_slots(t, i0, rows, length);
+    TableRows const r = query_block_slots(t, i0, rows, length);
     auto const block = band.block(i0, r.first, rows, r.count);
     grad.dq.middleRows(i0, rows).noalias() += block * kr.middleRows(r.first, r.count);
     dkr.middleRows(r.first, r.count).noalias() += block.transpose() * view.q.middleRows(i0, rows);
@@ -205,8 +206,8 @@ inline void attention_backward_flash(AttentionBackwardArgs const& g, int threads
   t.tokens = t.a.sequences.total_tokens;
   t.inv_scale = 1.0f / t.a.scale;
   t.drop = ProbsDropout(t.a);
-  t.band_kernels = detail::kHasBandKernels && (t.c2p || t.p2c) && t.a.sequences.contiguous_positions && t.slots >= 16 &&
-                   detail::has_unit_steps(t.a.relative_index, t.a.saturation);
+  t.band_kernels = detail::kHasFlashMicrokernel && (t.c2p || t.p2c) && t.a.sequences.contiguous_positions &&
+                   t.slots >= 16 && detail::has_unit_steps(t.a.relative_index, t.a.saturation);
   if (t.c2p || t.p2c) {  // the window's first row of the full tables: the narrowed index is shifted by it
     std::int64_t const begin = g.forward.relative_index[g.forward.saturation - t.a.saturation] - t.a.relative_index[0];
     if (t.c2p) t.dpos_key = g.dpos_key.row_range(begin, t.slots);

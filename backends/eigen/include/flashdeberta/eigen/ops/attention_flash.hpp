@@ -171,8 +171,8 @@ inline void attend_query_block(AttentionArgs const& a, HeadViews& view, Position
   if (terms.c2p && packed.relative) {
     // With contiguous positions only the panels of this block's distances (reached_panels); the position terms read
     // no other column.
-    PanelRange const r =
-        contiguous ? reached_panels(a, i0 - (length - 1), i0 + rows - 1, w.c2p.cols()) : PanelRange{0, w.c2p.cols()};
+    TableRows const r =
+        contiguous ? reached_panels(a, i0 - (length - 1), i0 + rows - 1, w.c2p.cols()) : TableRows{0, w.c2p.cols()};
     score_tile(w.q.data(), a.head_size, packed.key_rel.data(), r.first, rows, r.count, w.c2p.data() + r.first,
                w.c2p.cols());
   } else

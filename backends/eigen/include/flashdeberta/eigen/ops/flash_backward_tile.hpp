@@ -9,6 +9,7 @@
 
 #include "flashdeberta/eigen/ops/attention_backward_common.hpp"
 #include "flashdeberta/eigen/ops/flash_band_gradient.hpp"
+#include "flashdeberta/eigen/ops/relative_window.hpp"
 
 namespace flashdeberta::eigen_ops {
 
@@ -51,21 +52,11 @@ struct BackwardProblem {
 // half of the sequence's window, so the tables and band products of a block need only those rows: at L = 128 a
 // block of 64 reaches 191 of the 255, and the products outside would multiply zeros of the band gradients.
 // Without the block kernels (positions not contiguous), the whole window.
-struct SlotRange {
-  std::int64_t first = 0, count = 0;
-};
-inline SlotRange block_slots(BackwardProblem const& t, std::int64_t lowest_distance, std::int64_t highest_distance) {
-  if (!t.band_kernels) return {0, t.slots};
-  std::int64_t const sat = t.a.saturation;
-  std::int32_t const lo = t.a.relative_index[std::clamp(lowest_distance, -sat, sat) + sat];
-  std::int32_t const hi = t.a.relative_index[std::clamp(highest_distance, -sat, sat) + sat];
-  return {lo, hi - lo + 1};
+inline TableRows query_block_slots(BackwardProblem const& t, std::int64_t i0, std::int64_t rows, std::int64_t length) {
+  return t.band_kernels ? reached_table_rows(t.a, i0 - (length - 1), i0 + rows - 1) : TableRows{0, t.slots};
 }
-inline SlotRange query_block_slots(BackwardProblem const& t, std::int64_t i0, std::int64_t rows, std::int64_t length) {
-  return block_slots(t, i0 - (length - 1), i0 + rows - 1);
-}
-inline SlotRange key_block_slots(BackwardProblem const& t, std::int64_t j0, std::int64_t cols, std::int64_t length) {
-  return block_slots(t, -(j0 + cols - 1), length - 1 - j0);
+inline TableRows key_block_slots(BackwardProblem const& t, std::int64_t j0, std::int64_t cols, std::int64_t length) {
+  return t.band_kernels ? reached_table_rows(t.a, -(j0 + cols - 1), length - 1 - j0) : TableRows{0, t.slots};
 }
 
 // Pair slot of a tile whose pairs are not all on one edge slot: each reads its own, from BackwardWorkspace::slot.
@@ -134,13 +125,13 @@ struct BackwardWorkspace {
     for (std::int64_t x0 = 0; x0 < length; x0 += HostFlashBackwardTile::kBlock) {
       std::int64_t const n = std::min(HostFlashBackwardTile::kBlock, length - x0);
       if (t.c2p) {
-        SlotRange const r = query_block_slots(t, x0, n, length);
+        TableRows const r = query_block_slots(t, x0, n, length);
         c2p_all.block(x0, r.first, n, r.count).noalias() =
             (t.inv_scale * view.q.middleRows(x0, n)) *
             relative_head(t.a.pos_key, head, d).middleRows(r.first, r.count).transpose();
       }
       if (t.p2c) {
-        SlotRange const r = key_block_slots(t, x0, n, length);
+        TableRows const r = key_block_slots(t, x0, n, length);
         p2c_all.block(x0, r.first, n, r.count).noalias() =
             (t.inv_scale * view.k.middleRows(x0, n)) *
             relative_head(t.a.pos_query, head, d).middleRows(r.first, r.count).transpose();

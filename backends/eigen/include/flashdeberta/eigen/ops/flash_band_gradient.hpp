@@ -20,12 +20,6 @@
 
 namespace flashdeberta::eigen_ops::detail {
 
-#if defined(__AVX512F__)
-inline constexpr bool kHasBandKernels = true;
-#else
-inline constexpr bool kHasBandKernels = false;
-#endif
-
 // One tile's dS and the band rows it adds to.
 struct BandGradientTile {
   float const* ds = nullptr;  // (rows, cols), row stride ld

@@ -10,6 +10,7 @@
 #include "flashdeberta/eigen/ops/attention_common.hpp"
 #include "flashdeberta/eigen/ops/flash_microkernel.hpp"
 #include "flashdeberta/eigen/ops/flash_position_band.hpp"
+#include "flashdeberta/eigen/ops/relative_window.hpp"
 
 namespace flashdeberta::eigen_ops {
 
@@ -65,19 +66,14 @@ struct PositionTerms {
   bool unit_steps = false;  // slot table rises by 0 or 1 per unit of i - j: the gather-free block kernel applies
 };
 
-// The table columns [first, first + count), whole panels of kMicroPanel, that pairs at distances lowest .. highest
-// read. A query row i meets i - (L - 1) .. i and a key j meets -j .. L - 1 - j: about half of the window each, so
-// a block's c2p or p2c products need only those panels (3 of 4 per block of 64 at L = 128).
-struct PanelRange {
-  std::int64_t first = 0, count = 0;
-};
-inline PanelRange reached_panels(AttentionArgs const& a, std::int64_t lowest, std::int64_t highest,
-                                 std::int64_t slots) {
-  std::int64_t const s = a.saturation;
-  std::int64_t const lo = a.relative_index[std::clamp(lowest, -s, s) + s];
-  std::int64_t const hi = a.relative_index[std::clamp(highest, -s, s) + s];
-  std::int64_t const first = lo / kMicroPanel * kMicroPanel;
-  return {first, std::min(slots, (hi + kMicroPanel) / kMicroPanel * kMicroPanel) - first};
+// reached_table_rows widened to whole panels of kMicroPanel within the `slots` columns. A query row i meets
+// i - (L - 1) .. i and a key j meets -j .. L - 1 - j: about half of the window each, so a block's c2p or p2c products
+// need only those panels (3 of 4 per block of 64 at L = 128).
+inline TableRows reached_panels(AttentionArgs const& a, std::int64_t lowest, std::int64_t highest, std::int64_t slots) {
+  TableRows const rows = reached_table_rows(a, lowest, highest);
+  std::int64_t const first = rows.first / kMicroPanel * kMicroPanel;
+  std::int64_t const end = (rows.first + rows.count - 1 + kMicroPanel) / kMicroPanel * kMicroPanel;
+  return {first, std::min(slots, end) - first};
 }
 
 // p2c (L, 2k) = k . Qr^T / scale of one head, and its two edge-slot columns as contiguous vectors.
@@ -101,9 +97,9 @@ struct P2cTable {
       std::int64_t const length = view.k.rows();
       for (std::int64_t x0 = j0; x0 < j0 + n; x0 += kMicroPanel) {
         std::int64_t const m = std::min(kMicroPanel, j0 + n - x0);
-        PanelRange const r = a.sequences.contiguous_positions
-                                 ? reached_panels(a, -(x0 + m - 1), length - 1 - x0, all.cols())
-                                 : PanelRange{0, all.cols()};
+        TableRows const r = a.sequences.contiguous_positions
+                                ? reached_panels(a, -(x0 + m - 1), length - 1 - x0, all.cols())
+                                : TableRows{0, all.cols()};
         score_tile(view.k.data() + x0 * view.k.outerStride(), view.k.outerStride(), query_rel_panels, r.first, m,
                    r.count, all.data() + x0 * all.cols() + r.first, all.cols());
       }

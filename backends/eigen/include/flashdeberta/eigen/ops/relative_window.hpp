@@ -34,6 +34,17 @@ inline std::int64_t widest_position_span(SequenceLayout const& s) {
   return span;
 }
 
+// The table rows [first, first + count) that pairs at distances lowest .. highest read: from the slot of the one to
+// that of the other (slots are monotone in the distance; distances past the saturation clamp to it).
+struct TableRows {
+  std::int64_t first = 0, count = 0;
+};
+inline TableRows reached_table_rows(AttentionArgs const& a, std::int64_t lowest, std::int64_t highest) {
+  std::int64_t const s = a.saturation;
+  std::int64_t const first = a.relative_index[std::clamp(lowest, -s, s) + s];
+  return {first, a.relative_index[std::clamp(highest, -s, s) + s] - first + 1};
+}
+
 // `a` narrowed to the table rows its batch reaches, as a whole number of `multiple` rows (the flash kernel
 // packs tables in panels of 64); `index` holds the shifted slot index the result points to. `a` itself when
 // there are no position terms or the window would not be smaller.
@@ -46,11 +57,10 @@ inline AttentionArgs narrow_relative_window(AttentionArgs const& a, std::int64_t
   std::int64_t const s = a.saturation;
   std::int64_t const reach = std::clamp<std::int64_t>(widest_position_span(a.sequences), 1, s);
   // delta is monotone in the distance: the window runs from the slot of -reach to that of +reach.
-  std::int64_t const first_slot = a.relative_index[s - reach];
-  std::int64_t const last_slot = a.relative_index[s + reach];
-  std::int64_t const width = (last_slot - first_slot + multiple) / multiple * multiple;
-  if (width >= rows || first_slot > last_slot) return a;
-  std::int64_t const begin = std::min(first_slot, rows - width);
+  TableRows const reached = reached_table_rows(a, -reach, reach);
+  std::int64_t const width = (reached.count - 1 + multiple) / multiple * multiple;
+  if (width >= rows || reached.count < 1) return a;
+  std::int64_t const begin = std::min(reached.first, rows - width);
   index.resize(static_cast<std::size_t>(2 * reach + 1));
   for (std::int64_t x = 0; x <= 2 * reach; ++x)
     index[static_cast<std::size_t>(x)] = static_cast<std::int32_t>(a.relative_index[x + s - reach] - begin);
