@@ -29,6 +29,7 @@
 #include <limits>
 #include <vector>
 
+#include "flashdeberta/eigen/ops/flash_backward_products.hpp"
 #include "flashdeberta/eigen/ops/flash_backward_tile.hpp"
 #include "flashdeberta/eigen/ops/flash_microkernel.hpp"
 #include "flashdeberta/eigen/ops/op_threads.hpp"
@@ -79,8 +80,9 @@ inline void backward_statistics_task(BackwardProblem const& t, BackwardTask cons
     Eigen::VectorXf sum = Eigen::VectorXf::Zero(rows);
     for (std::int64_t j0 = 0; j0 < length; j0 += Tile::kBlock) {
       std::int64_t const cols = std::min(Tile::kBlock, length - j0);
-      tile_scores(t, cmap(w.q.data(), rows, d, w.q.outerStride()), middle_rows(view.k, j0, cols), pos, i0, rows, j0,
-                  cols, w);
+      w.p.topLeftCorner(rows, cols).noalias() =
+          cmap(w.q.data(), rows, d, w.q.outerStride()) * middle_rows(view.k, j0, cols).transpose();
+      add_tile_position_terms(t, pos, i0, rows, j0, cols, w);
       for (std::int64_t r = 0; r < rows; ++r) {
         auto const row = w.p.row(r).head(cols).array();
         float const new_max = std::max(max[r], row.maxCoeff());
@@ -112,19 +114,21 @@ inline void backward_key_task(BackwardProblem const& t, BackwardTask const& task
   dk.setZero();
   dv.setZero();
   if (t.p2c) w.band.topRows(cols).setZero();
-  auto const keys = view.k.middleRows(j0, cols);
+  ConstMatrixMap const keys = middle_rows(view.k, j0, cols);
+  ConstMatrixMap const values = middle_rows(view.v, j0, cols);
   w.k.topRows(cols).noalias() = keys * t.inv_scale;  // once per key block, not per tile
   ConstMatrixMap const keys_scaled = cmap(w.k.data(), cols, d, w.k.outerStride());
+  pack_key_block(t, keys_scaled, values, w);
   for (std::int64_t i0 = 0; i0 < length; i0 += Tile::kBlock) {
     std::int64_t const rows = std::min(Tile::kBlock, length - i0);
     std::int64_t const row_offset = task.head * t.tokens + task.first + i0;
-    std::int32_t const edge = tile_scores(t, middle_rows(view.q, i0, rows), keys_scaled, pos, i0, rows, j0, cols, w);
-    tile_gradient(t, view, grad, i0, rows, j0, cols, t.lse + row_offset, t.row_dot + row_offset,
+    ConstMatrixMap const queries = middle_rows(view.q, i0, rows);
+    ConstMatrixMap const dout = middle_rows(grad.dout, i0, rows);
+    tile_forward_products(t, queries, keys_scaled, dout, values, w);
+    std::int32_t const edge = add_tile_position_terms(t, pos, i0, rows, j0, cols, w);
+    tile_gradient(t, rows, cols, t.lse + row_offset, t.row_dot + row_offset,
                   t.drop.row_counter(task.head, task.first + i0) + static_cast<std::uint64_t>(j0), w);
-    auto const ds = w.ds.topLeftCorner(rows, cols);
-    dv.noalias() += w.p.topLeftCorner(rows, cols).transpose() * grad.dout.middleRows(i0, rows);
-    dk.noalias() += ds.transpose() * view.q.middleRows(i0, rows);
-    w.row_dq.middleRows(i0, rows).noalias() += ds * keys;
+    tile_gradient_products(t, queries, keys, dout, w, i0);
     if (edge == kBlockSlots) {
       scatter_blocks(t, i0, rows, cols, w);
     } else {
@@ -136,10 +140,18 @@ inline void backward_key_task(BackwardProblem const& t, BackwardTask const& task
   grad.dk.middleRows(j0, cols) = dk;
   if (!t.p2c) return;
   TableRows const r = key_block_slots(t, j0, cols, length);
+  ConstMatrixMap const query_table = middle_rows(relative_head(t.a.pos_query, task.head, d), r.first, r.count);
+  auto dqr = part.query_head(task.head, d);
+  if (t.micro_products) {
+    float const* band = &w.band(0, r.first);
+    std::int64_t const ld = w.band.outerStride();
+    micro_update(band, ld, 1, query_table, cols, &grad.dk(j0, 0), grad.dk.outerStride());
+    micro_update(band, 1, ld, keys, r.count, &dqr(r.first, 0), dqr.outerStride());
+    return;
+  }
   auto const band = w.band.block(0, r.first, cols, r.count);
-  grad.dk.middleRows(j0, cols).noalias() +=
-      band * relative_head(t.a.pos_query, task.head, d).middleRows(r.first, r.count);
-  part.query_head(task.head, d).middleRows(r.first, r.count).noalias() += band.transpose() * keys;
+  grad.dk.middleRows(j0, cols).noalias() += band * query_table;
+  dqr.middleRows(r.first, r.count).noalias() += band.transpose() * keys;
 }
 
 // dQ of one (head, sequence) from its summed dS K / scale (L, d) and c2p band / scale (L, W); s Gc2p^T Q added
@@ -157,6 +169,13 @@ inline void finish_queries(BackwardProblem const& t, std::int64_t head, std::int
   for (std::int64_t i0 = 0; i0 < length; i0 += HostFlashBackwardTile::kBlock) {  // band rows are zero elsewhere
     std::int64_t const rows = std::min(HostFlashBackwardTile::kBlock, length - i0);
     TableRows const r = query_block_slots(t, i0, rows, length);
+    if (t.micro_products) {
+      float const* block = band.data() + i0 * band.outerStride() + r.first;
+      std::int64_t const ld = band.outerStride();
+      micro_update(block, ld, 1, middle_rows(kr, r.first, r.count), rows, &grad.dq(i0, 0), grad.dq.outerStride());
+      micro_update(block, 1, ld, middle_rows(view.q, i0, rows), r.count, &dkr(r.first, 0), dkr.outerStride());
+      continue;
+    }
     auto const block = band.block(i0, r.first, rows, r.count);
     grad.dq.middleRows(i0, rows).noalias() += block * kr.middleRows(r.first, r.count);
     dkr.middleRows(r.first, r.count).noalias() += block.transpose() * view.q.middleRows(i0, rows);
@@ -206,6 +225,7 @@ inline void attention_backward_flash(AttentionBackwardArgs const& g, int threads
   t.tokens = t.a.sequences.total_tokens;
   t.inv_scale = 1.0f / t.a.scale;
   t.drop = ProbsDropout(t.a);
+  t.micro_products = detail::backward_micro_products(t.a);
   t.band_kernels = detail::kHasFlashMicrokernel && (t.c2p || t.p2c) && t.a.sequences.contiguous_positions &&
                    t.slots >= 16 && detail::has_unit_steps(t.a.relative_index, t.a.saturation);
   if (t.c2p || t.p2c) {  // the window's first row of the full tables: the narrowed index is shifted by it

@@ -37,6 +37,7 @@ inline BandTile band_tile(PositionTerms const& t, FlashWorkspace& w, std::int64_
   tile.scores = w.scores.data();
   tile.ld = w.scores.cols();
   tile.slots = t.c2p ? w.c2p.cols() : t.p2c_all->cols();
+  tile.table_ld = tile.slots;
   if (t.c2p) tile.c2p = w.c2p.data();
   if (t.p2c) {
     tile.p2c = t.p2c_all->data() + j0 * tile.slots;

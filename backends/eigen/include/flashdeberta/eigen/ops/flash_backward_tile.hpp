@@ -9,6 +9,7 @@
 
 #include "flashdeberta/eigen/ops/attention_backward_common.hpp"
 #include "flashdeberta/eigen/ops/flash_band_gradient.hpp"
+#include "flashdeberta/eigen/ops/flash_microkernel.hpp"
 #include "flashdeberta/eigen/ops/relative_window.hpp"
 
 namespace flashdeberta::eigen_ops {
@@ -38,6 +39,9 @@ struct BackwardProblem {
   // Contiguous positions and a slot table of unit steps (flash_position_band.hpp): the tiles' position terms and
   // band gradients take the AVX-512 block kernels, which need no per-pair slot.
   bool band_kernels = false;
+  // Heads of 64 with AVX-512: the tiles' five products on the register-tiled micro-kernels
+  // (flash_backward_products.hpp).
+  bool micro_products = false;
   std::int64_t slots = 0;   // W, 0 without position terms
   std::int64_t tokens = 0;  // T
   float inv_scale = 1.0f;
@@ -70,9 +74,14 @@ inline constexpr std::int32_t kBlockSlots = -2;
 // in perf).
 inline std::int64_t padded_band_width(std::int64_t slots) { return (slots + 15) / 16 * 16 + 8; }
 
+// Row length of the c2p / p2c tables: W, or whole 64-slot panels for the micro-kernels, which write whole panels.
+inline std::int64_t table_width(BackwardProblem const& t) {
+  return t.micro_products ? (t.slots + kMicroPanel - 1) / kMicroPanel * kMicroPanel : t.slots;
+}
+
 // Per-thread buffers, sized once per pass: nothing is allocated inside the tile loops.
 struct BackwardWorkspace {
-  RowMatrix c2p_all;  // (L, W) q . Kr^T / scale of the sequence and head held
+  RowMatrix c2p_all;  // (L, W) q . Kr^T / scale of the sequence and head held (rows table_width() long)
   RowMatrix p2c_all;  // (L, W) k . Qr^T / scale
   std::int64_t held_first = -1, held_head = -1;
   RowMatrix q;                     // (B, d) query tile / scale (statistics pass)
@@ -88,6 +97,9 @@ struct BackwardWorkspace {
   // The block kernels: the p2c columns of the two edge slots, (L) each, and the tile's slot windows.
   Eigen::VectorXf p2c_far, p2c_near;
   std::vector<std::int32_t> window;
+  // The micro-kernels' operands: the owned keys / scale and their values as (d, kBlock) panels, and the head's
+  // relative key and query tables / scale as panels of 64 table rows (rows past W zero).
+  std::vector<float> key_panel, value_panel, key_table_panels, query_table_panels;
 #if defined(__AVX512F__)
   SlotWindows windows;
 #endif
@@ -95,8 +107,8 @@ struct BackwardWorkspace {
   BackwardWorkspace(BackwardProblem const& t, std::int64_t max_length) {
     std::int64_t const b = HostFlashBackwardTile::kBlock;
     std::int64_t const d = t.a.head_size;
-    c2p_all.resize(t.c2p ? max_length : 0, t.slots);
-    p2c_all.resize(t.p2c ? max_length : 0, t.slots);
+    c2p_all.resize(t.c2p ? max_length : 0, table_width(t));
+    p2c_all.resize(t.p2c ? max_length : 0, table_width(t));
     q.resize(b, d);
     k.resize(b, d);
     p.resize(b, b);
@@ -111,6 +123,12 @@ struct BackwardWorkspace {
     p2c_far.resize(t.band_kernels && t.p2c ? max_length : 0);
     p2c_near.resize(p2c_far.size());
     window.reserve(static_cast<std::size_t>(2 * (2 * b + 32)));
+    key_panel.resize(t.micro_products ? static_cast<std::size_t>(b * d) : 0);
+    value_panel.resize(key_panel.size());
+    if (t.micro_products) {
+      key_table_panels.assign(t.c2p ? static_cast<std::size_t>(table_width(t) * d) : 0, 0.0f);
+      query_table_panels.assign(t.p2c ? static_cast<std::size_t>(table_width(t) * d) : 0, 0.0f);
+    }
   }
 
   // Both projected tables of one sequence and head, unless already held (tasks come sequence by sequence).
@@ -120,8 +138,22 @@ struct BackwardWorkspace {
     held_head = head;
     std::int64_t const length = view.q.rows();
     std::int64_t const d = t.a.head_size;
-    // Each block of rows over the table rows it reaches (block_slots); the tiles read no other cell. The scale on
-    // the left operand becomes GEMM's alpha (flash_state.hpp: P2cTable).
+    if (t.micro_products) {
+      project_tables_micro(t, view, head, length);
+    } else {
+      project_tables(t, view, head, length);
+    }
+    if (t.p2c && t.band_kernels) {
+      p2c_far.head(length) = p2c_all.col(t.a.relative_index[2 * t.a.saturation]).head(length);
+      p2c_near.head(length) = p2c_all.col(t.a.relative_index[0]).head(length);
+    }
+  }
+
+ private:
+  // Each block of rows over the table rows it reaches (block_slots); the tiles read no other cell. The scale on
+  // the left operand becomes GEMM's alpha (flash_state.hpp: P2cTable).
+  void project_tables(BackwardProblem const& t, HeadViews const& view, std::int64_t head, std::int64_t length) {
+    std::int64_t const d = t.a.head_size;
     for (std::int64_t x0 = 0; x0 < length; x0 += HostFlashBackwardTile::kBlock) {
       std::int64_t const n = std::min(HostFlashBackwardTile::kBlock, length - x0);
       if (t.c2p) {
@@ -137,24 +169,46 @@ struct BackwardWorkspace {
             relative_head(t.a.pos_query, head, d).middleRows(r.first, r.count).transpose();
       }
     }
-    if (t.p2c && t.band_kernels) {
-      p2c_far.head(length) = p2c_all.col(t.a.relative_index[2 * t.a.saturation]).head(length);
-      p2c_near.head(length) = p2c_all.col(t.a.relative_index[0]).head(length);
+  }
+
+  // The same on the micro-kernels: the head's tables packed once, each block over the whole panels it reaches.
+  void project_tables_micro([[maybe_unused]] BackwardProblem const& t, [[maybe_unused]] HeadViews const& view,
+                            [[maybe_unused]] std::int64_t head, [[maybe_unused]] std::int64_t length) {
+#if defined(__AVX512F__)
+    std::int64_t const d = t.a.head_size;
+    if (t.c2p) pack_table_panels(relative_head(t.a.pos_key, head, d), t.inv_scale, key_table_panels.data());
+    if (t.p2c) pack_table_panels(relative_head(t.a.pos_query, head, d), t.inv_scale, query_table_panels.data());
+    auto const whole_panels = [](TableRows r) {
+      std::int64_t const first = r.first / kMicroPanel * kMicroPanel;
+      return TableRows{first, r.first + r.count - first};
+    };
+    for (std::int64_t x0 = 0; x0 < length; x0 += HostFlashBackwardTile::kBlock) {
+      std::int64_t const n = std::min(HostFlashBackwardTile::kBlock, length - x0);
+      if (t.c2p) {
+        TableRows const r = whole_panels(query_block_slots(t, x0, n, length));
+        score_tile(view.q.data() + x0 * view.q.outerStride(), view.q.outerStride(), key_table_panels.data(), r.first, n,
+                   r.count, &c2p_all(x0, r.first), c2p_all.outerStride());
+      }
+      if (t.p2c) {
+        TableRows const r = whole_panels(key_block_slots(t, x0, n, length));
+        score_tile(view.k.data() + x0 * view.k.outerStride(), view.k.outerStride(), query_table_panels.data(), r.first,
+                   n, r.count, &p2c_all(x0, r.first), p2c_all.outerStride());
+      }
     }
+#endif
   }
 };
 
-// Scores of query rows [i0, i0 + rows) (`queries`) against keys [j0, j0 + cols) (`keys`), one of the two divided by
-// scale, into w.p. Returns the edge slot when every pair lies beyond the saturation distance on one side (the
-// position terms are then a per-row plus a per-key vector, and the band gradients row and column sums);
-// kBlockSlots when the block kernels added the position terms (the tile's slot windows in w.windows); else
-// kPerPairSlots with each pair's slot in w.slot.
-inline std::int32_t tile_scores(BackwardProblem const& t, ConstMatrixMap const& queries, ConstMatrixMap const& keys,
-                                std::int32_t const* pos, std::int64_t i0, std::int64_t rows, std::int64_t j0,
-                                std::int64_t cols, BackwardWorkspace& w) {
+// The position terms of the tile of query rows [i0, i0 + rows) and keys [j0, j0 + cols), added to its scores in w.p
+// (the product of the queries and keys, one of the two divided by scale). Returns the edge slot when every pair lies
+// beyond the saturation distance on one side (the position terms are then a per-row plus a per-key vector, and the band
+// gradients row and column sums); kBlockSlots when the block kernels added the position terms (the tile's slot windows
+// in w.windows); else kPerPairSlots with each pair's slot in w.slot.
+inline std::int32_t add_tile_position_terms(BackwardProblem const& t, std::int32_t const* pos, std::int64_t i0,
+                                            std::int64_t rows, std::int64_t j0, std::int64_t cols,
+                                            BackwardWorkspace& w) {
   std::int64_t const b = HostFlashBackwardTile::kBlock;
   auto s = w.p.topLeftCorner(rows, cols);
-  s.noalias() = queries * keys.transpose();
   if (!t.c2p && !t.p2c) return kPerPairSlots;
   std::int64_t const sat = t.a.saturation;
   std::int32_t const* index = t.a.relative_index;
@@ -178,6 +232,7 @@ inline std::int32_t tile_scores(BackwardProblem const& t, ConstMatrixMap const& 
     tile.p2c_far = t.p2c ? w.p2c_far.data() + j0 : nullptr;
     tile.p2c_near = t.p2c ? w.p2c_near.data() + j0 : nullptr;
     tile.slots = t.slots;
+    tile.table_ld = table_width(t);
     tile.slot_far = index[2 * sat];
     tile.slot_near = index[0];
     tile.i0 = i0;
@@ -195,7 +250,7 @@ inline std::int32_t tile_scores(BackwardProblem const& t, ConstMatrixMap const& 
     return kBlockSlots;
   }
 #endif
-  std::int64_t const ld = t.slots;
+  std::int64_t const ld = table_width(t);
   for (std::int64_t r = 0; r < rows; ++r) {
     std::int64_t const pi = pos[i0 + r];
     std::int32_t* __restrict slot = w.slot.data() + r * b;
@@ -212,15 +267,13 @@ inline std::int32_t tile_scores(BackwardProblem const& t, ConstMatrixMap const& 
   return kPerPairSlots;
 }
 
-// w.p = P = exp(S - lse) and w.ds = P * (dO V^T - D) / scale of the tile; lse and row_dot: (rows) of its queries.
-// With dropout (t.drop), w.ds = P * ((dO V^T) * M - D) / scale and w.p = P * M, the dropped probabilities that dV
-// reads; counter: ProbsDropout's counter of the tile's first pair.
-inline void tile_gradient(BackwardProblem const& t, HeadViews const& view, HeadGradients const& grad, std::int64_t i0,
-                          std::int64_t rows, std::int64_t j0, std::int64_t cols, float const* lse, float const* row_dot,
-                          std::uint64_t counter, BackwardWorkspace& w) {
+// From the tile's scores S (w.p) and dP = dO V^T (w.ds): w.p = P = exp(S - lse) and w.ds = P * (dP - D) / scale;
+// lse and row_dot: (rows) of its queries. With dropout (t.drop), w.ds = P * (dP * M - D) / scale and w.p = P * M,
+// the dropped probabilities that dV reads; counter: ProbsDropout's counter of the tile's first pair.
+inline void tile_gradient(BackwardProblem const& t, std::int64_t rows, std::int64_t cols, float const* lse,
+                          float const* row_dot, std::uint64_t counter, BackwardWorkspace& w) {
   auto p = w.p.topLeftCorner(rows, cols);
   auto ds = w.ds.topLeftCorner(rows, cols);
-  ds.noalias() = grad.dout.middleRows(i0, rows) * view.v.middleRows(j0, cols).transpose();
   if (t.drop.active()) {
     for (std::int64_t r = 0; r < rows; ++r) {
       t.drop.factors(w.keep.data(), cols, counter + static_cast<std::uint64_t>(r * t.drop.stride));

@@ -124,56 +124,68 @@ inline void score_tile(float const* q, std::int64_t q_ld, float const* kt, std::
   }
 }
 
-// acc[r][:] += sum_c p[r][c] v[c][:] for MR rows: the accumulator rows stay in registers over all cols.
+// acc[m][:] += sum_x a[m * a_out + x * a_red] . b[x * ldb][:] for MR output rows m of 64 columns (acc rows acc_ld
+// apart), x < n: the accumulator rows stay in registers over the whole reduction. The strides serve the forward's
+// P . V (a_out = ld, a_red = 1) and the backward's transposed products dS^T Q, P^T dO (a_out = 1, a_red = ld) alike.
 template <int MR>
-inline void pv_micro(float const* p, std::int64_t ld, float const* vp, std::int64_t cols, float* acc) {
+inline void rank_update_micro(float const* a, std::int64_t a_out, std::int64_t a_red, float const* b, std::int64_t ldb,
+                              std::int64_t n, float* acc, std::int64_t acc_ld) {
   __m512 c[MR][4];
-  for (int r = 0; r < MR; ++r)
-    for (int x = 0; x < 4; ++x) c[r][x] = _mm512_loadu_ps(acc + r * kMicroHeadSize + 16 * x);
-  for (std::int64_t col = 0; col < cols; ++col) {
-    float const* vrow = vp + col * kMicroHeadSize;
-    __m512 const b0 = _mm512_loadu_ps(vrow);
-    __m512 const b1 = _mm512_loadu_ps(vrow + 16);
-    __m512 const b2 = _mm512_loadu_ps(vrow + 32);
-    __m512 const b3 = _mm512_loadu_ps(vrow + 48);
-    for (int r = 0; r < MR; ++r) {
-      __m512 const a = _mm512_set1_ps(p[r * ld + col]);
-      c[r][0] = _mm512_fmadd_ps(a, b0, c[r][0]);
-      c[r][1] = _mm512_fmadd_ps(a, b1, c[r][1]);
-      c[r][2] = _mm512_fmadd_ps(a, b2, c[r][2]);
-      c[r][3] = _mm512_fmadd_ps(a, b3, c[r][3]);
+  for (int m = 0; m < MR; ++m)
+    for (int x = 0; x < 4; ++x) c[m][x] = _mm512_loadu_ps(acc + m * acc_ld + 16 * x);
+  for (std::int64_t x = 0; x < n; ++x) {
+    float const* brow = b + x * ldb;
+    __m512 const b0 = _mm512_loadu_ps(brow);
+    __m512 const b1 = _mm512_loadu_ps(brow + 16);
+    __m512 const b2 = _mm512_loadu_ps(brow + 32);
+    __m512 const b3 = _mm512_loadu_ps(brow + 48);
+    float const* column = a + x * a_red;
+    for (int m = 0; m < MR; ++m) {
+      __m512 const s = _mm512_set1_ps(column[m * a_out]);
+      c[m][0] = _mm512_fmadd_ps(s, b0, c[m][0]);
+      c[m][1] = _mm512_fmadd_ps(s, b1, c[m][1]);
+      c[m][2] = _mm512_fmadd_ps(s, b2, c[m][2]);
+      c[m][3] = _mm512_fmadd_ps(s, b3, c[m][3]);
     }
   }
-  for (int r = 0; r < MR; ++r)
-    for (int x = 0; x < 4; ++x) _mm512_storeu_ps(acc + r * kMicroHeadSize + 16 * x, c[r][x]);
+  for (int m = 0; m < MR; ++m)
+    for (int x = 0; x < 4; ++x) _mm512_storeu_ps(acc + m * acc_ld + 16 * x, c[m][x]);
+}
+
+// acc (out_rows, 64; rows acc_ld apart) += A (out_rows, n) . b (n, 64; rows ldb apart), A's element (m, x) at
+// a[m * a_out + x * a_red].
+inline void rank_update_tile(float const* a, std::int64_t a_out, std::int64_t a_red, float const* b, std::int64_t ldb,
+                             std::int64_t out_rows, std::int64_t n, float* acc, std::int64_t acc_ld) {
+  std::int64_t m = 0;
+  for (; m + kScoreRows <= out_rows; m += kScoreRows)
+    rank_update_micro<kScoreRows>(a + m * a_out, a_out, a_red, b, ldb, n, acc + m * acc_ld, acc_ld);
+  float const* rest = a + m * a_out;
+  float* rest_acc = acc + m * acc_ld;
+  switch (out_rows - m) {
+    case 5:
+      rank_update_micro<5>(rest, a_out, a_red, b, ldb, n, rest_acc, acc_ld);
+      break;
+    case 4:
+      rank_update_micro<4>(rest, a_out, a_red, b, ldb, n, rest_acc, acc_ld);
+      break;
+    case 3:
+      rank_update_micro<3>(rest, a_out, a_red, b, ldb, n, rest_acc, acc_ld);
+      break;
+    case 2:
+      rank_update_micro<2>(rest, a_out, a_red, b, ldb, n, rest_acc, acc_ld);
+      break;
+    case 1:
+      rank_update_micro<1>(rest, a_out, a_red, b, ldb, n, rest_acc, acc_ld);
+      break;
+    default:
+      break;
+  }
 }
 
 // acc (rows, 64) += p (rows, cols, ld) . V rows [j0, j0 + cols) of the packed head.
 inline void pv_tile(float const* p, std::int64_t ld, float const* vp, std::int64_t j0, std::int64_t rows,
                     std::int64_t cols, float* acc) {
-  float const* v = vp + j0 * kMicroHeadSize;
-  std::int64_t r = 0;
-  for (; r + kScoreRows <= rows; r += kScoreRows)
-    pv_micro<kScoreRows>(p + r * ld, ld, v, cols, acc + r * kMicroHeadSize);
-  switch (rows - r) {
-    case 5:
-      pv_micro<5>(p + r * ld, ld, v, cols, acc + r * kMicroHeadSize);
-      break;
-    case 4:
-      pv_micro<4>(p + r * ld, ld, v, cols, acc + r * kMicroHeadSize);
-      break;
-    case 3:
-      pv_micro<3>(p + r * ld, ld, v, cols, acc + r * kMicroHeadSize);
-      break;
-    case 2:
-      pv_micro<2>(p + r * ld, ld, v, cols, acc + r * kMicroHeadSize);
-      break;
-    case 1:
-      pv_micro<1>(p + r * ld, ld, v, cols, acc + r * kMicroHeadSize);
-      break;
-    default:
-      break;
-  }
+  rank_update_tile(p, ld, 1, vp + j0 * kMicroHeadSize, kMicroHeadSize, rows, cols, acc, kMicroHeadSize);
 }
 
 // e^x for x <= 0 (a score minus its row maximum): x log2(e) = n + f with |f| <= 1/2, 2^f by its degree-6

@@ -35,11 +35,12 @@ inline bool has_unit_steps(std::int32_t const* relative_index, std::int64_t satu
 struct BandTile {
   float* scores = nullptr;  // (rows, cols), row stride ld
   std::int64_t ld = 0;
-  float const* c2p = nullptr;       // (rows, slots) of this query block, row stride slots; null without c2p
-  float const* p2c = nullptr;       // (cols, slots) rows of keys j0.., row stride slots; null without p2c
+  float const* c2p = nullptr;       // (rows, slots) of this query block, row stride table_ld; null without c2p
+  float const* p2c = nullptr;       // (cols, slots) rows of keys j0.., row stride table_ld; null without p2c
   float const* p2c_far = nullptr;   // (cols) p2c column of the slot at i - j >= saturation, keys j0..
   float const* p2c_near = nullptr;  // (cols) p2c column of the slot at j - i >= saturation
   std::int64_t slots = 0;           // 2k, at least 16
+  std::int64_t table_ld = 0;        // at least slots
   std::int32_t slot_far = 0, slot_near = 0;
   std::int64_t i0 = 0, rows = 0, j0 = 0, cols = 0;  // first query and key, and the tile's extent
 };
@@ -129,7 +130,7 @@ inline void add_position_blocks(BandTile const& t, std::int64_t saturation, Slot
         for (std::int64_t r = r0; r < r0 + nr; ++r) {
           float* row = t.scores + r * t.ld + c0;
           __m512 add = column;
-          if constexpr (C2p) add = _mm512_add_ps(add, _mm512_set1_ps(t.c2p[r * t.slots + slot]));
+          if constexpr (C2p) add = _mm512_add_ps(add, _mm512_set1_ps(t.c2p[r * t.table_ld + slot]));
           _mm512_mask_storeu_ps(row, cmask, _mm512_add_ps(_mm512_maskz_loadu_ps(cmask, row), add));
         }
         continue;
@@ -142,7 +143,7 @@ inline void add_position_blocks(BandTile const& t, std::int64_t saturation, Slot
             continue;
           }
           std::int32_t const* slot = by_row + (r0 - (c0 + c) + t.cols + 15);
-          p2c_rows[c] = permute_slots(t.p2c + (c0 + c) * t.slots, t.slots, _mm512_loadu_si512(slot), slot[0]);
+          p2c_rows[c] = permute_slots(t.p2c + (c0 + c) * t.table_ld, t.slots, _mm512_loadu_si512(slot), slot[0]);
         }
         transpose_16x16(p2c_rows);
       }
@@ -151,7 +152,8 @@ inline void add_position_blocks(BandTile const& t, std::int64_t saturation, Slot
         __m512 x = _mm512_maskz_loadu_ps(cmask, row);
         if constexpr (C2p) {  // row r0 + r: columns c0.. at by_col[rows - (r0 + r) + c0 + 15 ..]
           std::int32_t const* slot = by_col + (t.rows - (r0 + r) + c0 + 15);
-          x = _mm512_add_ps(x, permute_slots(t.c2p + (r0 + r) * t.slots, t.slots, _mm512_loadu_si512(slot), slot[15]));
+          x = _mm512_add_ps(x,
+                            permute_slots(t.c2p + (r0 + r) * t.table_ld, t.slots, _mm512_loadu_si512(slot), slot[15]));
         }
         if constexpr (P2c) x = _mm512_add_ps(x, p2c_rows[r]);
         _mm512_mask_storeu_ps(row, cmask, x);
