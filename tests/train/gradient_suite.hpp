@@ -150,6 +150,46 @@ void run_gradient_suite(P const& policy) {
 
 namespace flashdeberta::testing {
 
+// A step with dropout on, with each option against the plain step: (loss, gradients).
+template <Variant V, TrainingPolicy P>
+std::pair<double, std::vector<std::pair<std::string, std::vector<float>>>> step_with_dropout(
+    P const& policy, std::filesystem::path const& dir, TrainingCase const& c, TrainingModelOptions options) {
+  options.head = c.head;
+  options.problem = c.problem;
+  auto model = TrainingModel<V, P>::load(policy, dir, options);
+  DropoutRates const dropout{.hidden = 0.1f, .attention = 0.1f, .pooler = 0.1f, .classifier = 0.1f};
+  double const loss = model.forward_backward(c.batch, c.targets, dropout, 7).loss;
+  return {loss, model.parameters().download_grads()};
+}
+
+// The last layer over the head's rows only (TrainingModelOptions::head_rows_only) against every row, dropout on (the
+// rows keep their packed counters): the same loss and gradients up to the GEMMs' summation order.
+template <TrainingPolicy P>
+void run_head_rows_cases(P const& policy) {
+  for (char const* name : {"v3_seqcls", "v3_mc", "v3_mlm", "v1_mlm", "v2_conv_seqcls", "v3_tokcls"}) {
+    std::filesystem::path const dir = training_fixture_dir() / name;
+    TrainingCase const c = read_training_case(dir);
+    dispatch_variant(load_model_config(dir), [&]<Variant V>() {
+      auto const rows = step_with_dropout<V>(policy, dir, c, {.head_rows_only = true});
+      auto const all = step_with_dropout<V>(policy, dir, c, {.head_rows_only = false});
+      INFO(name << ": the last layer over the head's rows");
+      CHECK(std::abs(rows.first - all.first) <= 1e-6 * std::max(1.0, std::abs(all.first)));
+      REQUIRE(rows.second.size() == all.second.size());
+      for (std::size_t i = 0; i < all.second.size(); ++i) {
+        std::vector<float> const& a = all.second[i].second;
+        std::vector<float> const& b = rows.second[i].second;
+        REQUIRE(a.size() == b.size());
+        double largest = 0.0, error = 0.0;
+        for (std::size_t x = 0; x < a.size(); ++x) {
+          largest = std::max(largest, static_cast<double>(std::abs(a[x])));
+          error = std::max(error, static_cast<double>(std::abs(a[x] - b[x])));
+        }
+        CHECK_MESSAGE(error <= 1e-5 * largest, all.second[i].first << ": " << error << " of " << largest);
+      }
+    });
+  }
+}
+
 // Activation checkpointing reruns each layer's forward in the backward with the same dropout counters: the
 // gradients must be the very same bits. And a step over the memory limit is refused before it runs.
 template <TrainingPolicy P>

@@ -15,6 +15,10 @@ TEST_CASE("training: 20 steps of HF's Trainer replayed through EigenPolicy") {
     flashdeberta::testing::run_trainer_replay(flashdeberta::EigenPolicy(2), impl);
 }
 
+TEST_CASE("training: the last layer over the head's rows only matches every row through EigenPolicy") {
+  flashdeberta::testing::run_head_rows_cases(flashdeberta::EigenPolicy(2));
+}
+
 TEST_CASE("training: activation checkpointing and the memory refusal through EigenPolicy") {
   flashdeberta::testing::run_checkpointing_and_memory_cases(flashdeberta::EigenPolicy(2));
 }

@@ -467,6 +467,10 @@ TEST_CASE("kokkos training: gradients of every fixture case against HF autograd"
   fd::testing::run_gradient_suite(Policy());
 }
 
+TEST_CASE("kokkos training: the last layer over the head's rows only matches every row") {
+  fd::testing::run_head_rows_cases(Policy());
+}
+
 TEST_CASE("kokkos training: one AdamW step against torch.optim.AdamW") { fd::testing::run_adamw_step_case(Policy()); }
 
 TEST_CASE("kokkos training: 20 steps of HF's Trainer replayed") {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "flashdeberta/core/model_config.hpp"
+#include "flashdeberta/train/row_subset.hpp"
 #include "flashdeberta/train/train_context.hpp"
 #include "flashdeberta/variant/traits.hpp"
 
@@ -36,8 +37,11 @@ class TrainableAttention {
     Buffer lse;                 // (heads, T)
     Buffer relative;            // (2k, H) the table after this layer's dropout; empty without it
     Buffer pos_key, pos_query;  // (2k, A)
-    Buffer projected;           // (T, H) the output projection after dropout
-    Buffer out;                 // (T, H)
+    // With a row subset (row_subset.hpp) of m rows, the output projection and what follows cover those rows only:
+    Buffer context_rows;  // (m, A) the subset's rows of context
+    Buffer input_rows;    // (m, H) the subset's rows of the input: the residual
+    Buffer projected;     // (T or m, H) the output projection after dropout
+    Buffer out;           // (T or m, H)
     DropoutSite relative_dropout, output_dropout;
     DropoutSite probs_dropout;  // of the attention probabilities: heads * T * max_seqlen counters
   };
@@ -76,8 +80,10 @@ class TrainableAttention {
     norm_ = TrainableLayerNorm::add(s, src, output + "LayerNorm", h, c.layer_norm_eps);
   }
 
-  // x (T, H) -> saved.out = LayerNorm(dropout(attention(x) . Wo^T + bo) + x), (T, H).
-  void forward(TrainContext<P>& ctx, MatrixRef const& x, RelativeInputs const& rel, Saved& saved) const {
+  // x (T, H) -> saved.out = LayerNorm(dropout(attention(x) . Wo^T + bo) + x), (T, H); with `subset`, the subset's
+  // rows of it, (m, H).
+  void forward(TrainContext<P>& ctx, MatrixRef const& x, RelativeInputs const& rel, Saved& saved,
+               RowSubset<P> const* subset = nullptr) const {
     P const& p = ctx.policy();
     ParameterSet<P> const& s = ctx.parameters;
     std::int64_t const t = ctx.tokens();
@@ -105,34 +111,59 @@ class TrainableAttention {
     args.lse = saved.lse.template as<float>();
     p.disentangled_attention(args);
 
-    saved.projected = ctx.activation(h);
-    out_.forward(s, rows_of(saved.context, t, a), rows_of(saved.projected, t, h));
+    std::int64_t const m = subset != nullptr ? subset->size() : t;
+    MatrixRef context = rows_of(saved.context, t, a);
+    MatrixRef residual = x;
+    if (subset != nullptr) {
+      saved.context_rows = ctx.allocate(m, a);
+      subset->gather(p, context, rows_of(saved.context_rows, m, a));
+      context = rows_of(saved.context_rows, m, a);
+      saved.input_rows = ctx.allocate(m, h);
+      subset->gather(p, x, rows_of(saved.input_rows, m, h));
+      residual = rows_of(saved.input_rows, m, h);
+    }
+    saved.projected = ctx.allocate(m, h);
+    MatrixRef const projected = rows_of(saved.projected, m, h);
+    out_.forward(s, context, projected);
     saved.output_dropout = DropoutSite::reserve(ctx, ctx.dropout.hidden, t * h);
-    if (saved.output_dropout.active())
-      saved.output_dropout.apply(p, rows_of(saved.projected, t, h), rows_of(saved.projected, t, h));
-    saved.out = ctx.activation(h);
-    norm_.forward(s, rows_of(saved.projected, t, h), x, rows_of(saved.out, t, h));
+    drop_rows(p, saved.output_dropout, subset, projected, projected);
+    saved.out = ctx.allocate(m, h);
+    norm_.forward(s, projected, residual, rows_of(saved.out, m, h));
   }
 
-  // dy (T, H) -> dx (T, H) written; the relative table's gradient is added to rel.dtable.
-  void backward(TrainContext<P>& ctx, RelativeInputs const& rel, Saved& saved, MatrixRef const& dy,
-                MatrixRef const& dx) const {
+  // dy (T, H) -> dx (T, H) written; the relative table's gradient is added to rel.dtable. With the forward's
+  // `subset`, dy is (m, H): the gradient of the subset's rows.
+  void backward(TrainContext<P>& ctx, RelativeInputs const& rel, Saved& saved, MatrixRef const& dy, MatrixRef const& dx,
+                RowSubset<P> const* subset = nullptr) const {
     P const& p = ctx.policy();
     ParameterSet<P> const& s = ctx.parameters;
     std::int64_t const t = ctx.tokens();
     std::int64_t const h = config_.hidden_size;
     std::int64_t const a = config_.all_head_size();
-    // dx holds the residual's share first; the q/k/v projection's input gradient is added to it last.
-    norm_.backward(s, rows_of(saved.projected, t, h), saved.input, dy, dx);
-    Buffer dprojected = ctx.activation(h);
-    MatrixRef const dproj = rows_of(dprojected, t, h);
+    std::int64_t const m = subset != nullptr ? subset->size() : t;
+    // The residual's share first (dx, or its subset's rows); the q/k/v projection's input gradient is added last.
+    Buffer dresidual_rows = subset != nullptr ? ctx.allocate(m, h) : Buffer{};
+    MatrixRef const dresidual = subset != nullptr ? rows_of(dresidual_rows, m, h) : dx;
+    MatrixRef const residual = subset != nullptr ? rows_of(saved.input_rows, m, h) : saved.input;
+    norm_.backward(s, rows_of(saved.projected, m, h), residual, dy, dresidual);
+    Buffer dprojected = ctx.allocate(m, h);
+    MatrixRef const dproj = rows_of(dprojected, m, h);
     if (saved.output_dropout.active()) {
-      saved.output_dropout.apply(p, dx, dproj);
+      drop_rows(p, saved.output_dropout, subset, dresidual, dproj);
     } else {
-      p.activation({.x = dx, .out = dproj, .activation = Activation::kIdentity});
+      p.activation({.x = dresidual, .out = dproj, .activation = Activation::kIdentity});
     }
     Buffer dcontext = ctx.activation(a);
-    out_.backward(s, rows_of(saved.context, t, a), dproj, rows_of(dcontext, t, a));
+    if (subset != nullptr) {
+      Buffer dcontext_rows = ctx.allocate(m, a);
+      out_.backward(s, rows_of(saved.context_rows, m, a), dproj, rows_of(dcontext_rows, m, a));
+      p.fill(rows_of(dcontext, t, a), 0.0f);
+      subset->scatter_add(p, rows_of(dcontext_rows, m, a), rows_of(dcontext, t, a));
+      p.fill(dx, 0.0f);
+      subset->scatter_add(p, dresidual, dx);
+    } else {
+      out_.backward(s, rows_of(saved.context, t, a), dproj, rows_of(dcontext, t, a));
+    }
 
     Buffer dqkv = ctx.activation(3 * a);
     AttentionBackwardArgs back;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "flashdeberta/core/model_config.hpp"
+#include "flashdeberta/train/row_subset.hpp"
 #include "flashdeberta/train/train_context.hpp"
 
 namespace flashdeberta {
@@ -15,6 +16,7 @@ class TrainableFeedForward {
  public:
   using Buffer = typename P::Buffer;
 
+  // T rows, or the m rows of a row subset (row_subset.hpp) in the last layer.
   struct Saved {
     MatrixRef input;   // (T, H) the attention block's output, owned by it
     Buffer inner_pre;  // (T, I) before the activation
@@ -32,42 +34,45 @@ class TrainableFeedForward {
     norm_ = TrainableLayerNorm::add(s, src, base + "output.LayerNorm", c.hidden_size, c.layer_norm_eps);
   }
 
-  void forward(TrainContext<P>& ctx, MatrixRef const& a, Saved& saved) const {
+  // a (rows, H): the T rows, or the subset's m rows of the last layer.
+  void forward(TrainContext<P>& ctx, MatrixRef const& a, Saved& saved, RowSubset<P> const* subset = nullptr) const {
     P const& p = ctx.policy();
     ParameterSet<P> const& s = ctx.parameters;
-    std::int64_t const t = ctx.tokens();
+    std::int64_t const t = a.rows;
     std::int64_t const h = config_.hidden_size;
     std::int64_t const i = config_.intermediate_size;
     saved.input = a;
-    saved.inner_pre = ctx.activation(i);
+    saved.inner_pre = ctx.allocate(t, i);
     intermediate_.forward(s, a, rows_of(saved.inner_pre, t, i));
-    saved.inner = ctx.activation(i);
+    saved.inner = ctx.allocate(t, i);
     p.activation(
         {.x = rows_of(saved.inner_pre, t, i), .out = rows_of(saved.inner, t, i), .activation = config_.hidden_act});
-    saved.projected = ctx.activation(h);
-    output_.forward(s, rows_of(saved.inner, t, i), rows_of(saved.projected, t, h));
-    saved.dropout = DropoutSite::reserve(ctx, ctx.dropout.hidden, t * h);
-    if (saved.dropout.active()) saved.dropout.apply(p, rows_of(saved.projected, t, h), rows_of(saved.projected, t, h));
-    saved.out = ctx.activation(h);
-    norm_.forward(s, rows_of(saved.projected, t, h), a, rows_of(saved.out, t, h));
+    saved.projected = ctx.allocate(t, h);
+    MatrixRef const projected = rows_of(saved.projected, t, h);
+    output_.forward(s, rows_of(saved.inner, t, i), projected);
+    saved.dropout = DropoutSite::reserve(ctx, ctx.dropout.hidden, ctx.tokens() * h);
+    drop_rows(p, saved.dropout, subset, projected, projected);
+    saved.out = ctx.allocate(t, h);
+    norm_.forward(s, projected, a, rows_of(saved.out, t, h));
   }
 
-  // dy (T, H) -> da (T, H) written.
-  void backward(TrainContext<P>& ctx, Saved& saved, MatrixRef const& dy, MatrixRef const& da) const {
+  // dy (rows, H) -> da (rows, H) written, rows as in the forward.
+  void backward(TrainContext<P>& ctx, Saved& saved, MatrixRef const& dy, MatrixRef const& da,
+                RowSubset<P> const* subset = nullptr) const {
     P const& p = ctx.policy();
     ParameterSet<P> const& s = ctx.parameters;
-    std::int64_t const t = ctx.tokens();
+    std::int64_t const t = saved.input.rows;
     std::int64_t const h = config_.hidden_size;
     std::int64_t const i = config_.intermediate_size;
     norm_.backward(s, rows_of(saved.projected, t, h), saved.input, dy, da);
-    Buffer dprojected = ctx.activation(h);
+    Buffer dprojected = ctx.allocate(t, h);
     MatrixRef const dproj = rows_of(dprojected, t, h);
     if (saved.dropout.active()) {
-      saved.dropout.apply(p, da, dproj);
+      drop_rows(p, saved.dropout, subset, da, dproj);
     } else {
       p.activation({.x = da, .out = dproj, .activation = Activation::kIdentity});
     }
-    Buffer dinner = ctx.activation(i);
+    Buffer dinner = ctx.allocate(t, i);
     MatrixRef const dinner_ref = rows_of(dinner, t, i);
     output_.backward(s, rows_of(saved.inner, t, i), dproj, dinner_ref);
     p.activation(

@@ -36,8 +36,9 @@ class TrainableHead {
   using Buffer = typename P::Buffer;
 
   struct Saved {
-    MatrixRef hidden;  // (T, H) the backbone's output, owned by its tape
-    Buffer indices;    // the gathered rows' packed indices, in policy memory
+    MatrixRef hidden;  // (T, H) the backbone's output, owned by its tape; (rows, H) when it gathered them
+    bool hidden_gathered = false;
+    Buffer indices;  // the gathered rows' packed indices, in policy memory
     std::int64_t rows = 0;
     Buffer gathered;          // (rows, H)
     Buffer pre;               // (rows, W) the pooler or transform before its activation
@@ -97,15 +98,26 @@ class TrainableHead {
   HeadKind kind() const { return kind_; }
   std::int64_t width() const { return width_; }
 
-  // The head's logits (rows, width) in host memory, also kept in saved.logits.
+  // The packed rows the head reads when it reads fewer than all (row_subset.hpp): each sequence's first token
+  // (pooling heads) or the labelled tokens (masked LM); empty for the per-token heads.
+  std::vector<std::int32_t> read_rows(Batch const& batch, TrainingTargets const& targets) const {
+    if (!gathers()) return {};
+    return gathered_rows(batch, targets);
+  }
+
+  // The head's logits (rows, width) in host memory, also kept in saved.logits. hidden: the backbone's (T, H) output,
+  // or with `hidden_gathered` its read_rows() rows, (rows, H), which the backbone computed alone.
   std::vector<float> const& forward(TrainContext<P>& ctx, MatrixRef const& hidden, Batch const& batch,
-                                    TrainingTargets const& targets, Saved& saved) const {
+                                    TrainingTargets const& targets, Saved& saved, bool hidden_gathered = false) const {
     P const& p = ctx.policy();
     ParameterSet<P> const& s = ctx.parameters;
     std::int64_t const h = config_.hidden_size;
     saved.hidden = hidden;
+    saved.hidden_gathered = hidden_gathered;
     MatrixRef x = hidden;
-    if (kind_ != HeadKind::kTokenClassification && kind_ != HeadKind::kQuestionAnswering) {
+    if (hidden_gathered) {
+      saved.rows = hidden.rows;
+    } else if (gathers()) {
       std::vector<std::int32_t> const rows = gathered_rows(batch, targets);
       saved.rows = static_cast<std::int64_t>(rows.size());
       saved.indices = p.upload_indices(std::span<std::int32_t const>(rows));
@@ -206,21 +218,22 @@ class TrainableHead {
     }
   }
 
-  // dlogits (rows, width) on the host -> d hidden (T, H), a fresh buffer.
+  // dlogits (rows, width) on the host -> d hidden (T, H), a fresh buffer; (rows, H) when the forward's hidden was
+  // gathered.
   Buffer backward(TrainContext<P>& ctx, Saved& saved, std::span<float const> dlogits) const {
     P const& p = ctx.policy();
     ParameterSet<P> const& s = ctx.parameters;
     std::int64_t const t = ctx.tokens();
     std::int64_t const h = config_.hidden_size;
     std::int64_t const m = saved.rows;
-    Buffer dhidden = ctx.activation(h);
-    p.fill(rows_of(dhidden, t, h), 0.0f);
+    bool const gathers = this->gathers() && !saved.hidden_gathered;
+    Buffer dhidden = saved.hidden_gathered ? ctx.allocate(m, h) : ctx.activation(h);
+    if (!saved.hidden_gathered) p.fill(rows_of(dhidden, t, h), 0.0f);
     if (m == 0) return dhidden;
     Buffer const dlog = p.upload(dlogits, DType::kF32);
-    bool const gathers = kind_ != HeadKind::kTokenClassification && kind_ != HeadKind::kQuestionAnswering;
     Buffer dgathered = gathers ? ctx.allocate(m, h) : Buffer{};
-    MatrixRef const dx = gathers ? rows_of(dgathered, m, h) : rows_of(dhidden, t, h);
-    MatrixRef const x = gathers ? rows_of(saved.gathered, m, h) : MatrixRef{};
+    MatrixRef const dx = gathers ? rows_of(dgathered, m, h) : rows_of(dhidden, saved.hidden.rows, h);
+    MatrixRef const x = gathers ? rows_of(saved.gathered, m, h) : saved.hidden;
     if (kind_ == HeadKind::kMaskedLM) {
       std::int64_t const e = transform_width_;
       Buffer dnormalized = ctx.allocate(m, e);
@@ -264,6 +277,7 @@ class TrainableHead {
 
  private:
   bool pooled() const { return kind_ == HeadKind::kSequenceClassification || kind_ == HeadKind::kMultipleChoice; }
+  bool gathers() const { return kind_ != HeadKind::kTokenClassification && kind_ != HeadKind::kQuestionAnswering; }
 
   // The packed rows a head reads: each sequence's first token (pooling heads) or the labelled tokens (masked LM).
   static std::vector<std::int32_t> gathered_rows(Batch const& batch, TrainingTargets const& targets, HeadKind kind) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "flashdeberta/math/relative_position.hpp"
+#include "flashdeberta/train/row_subset.hpp"
 #include "flashdeberta/train/trainable_attention.hpp"
 #include "flashdeberta/train/trainable_embeddings.hpp"
 #include "flashdeberta/train/trainable_feed_forward.hpp"
@@ -36,6 +37,7 @@ class TrainableDeberta {
     Buffer relative;  // (2k, H) the relative table after its LayerNorm; empty when the variant has none
     std::vector<LayerTape> layers;
     std::optional<typename TrainableConvLayer<P>::Saved> conv;
+    RowSubset<P> const* subset = nullptr;  // the rows the last layer computed, owned by the caller; null: all
   };
 
   // Reads every backbone tensor from `checkpoint` under `prefix` ("deberta." in a head model's file).
@@ -64,10 +66,14 @@ class TrainableDeberta {
   std::size_t word_embeddings() const { return embeddings_.word_embeddings(); }
 
   // The last hidden state (T, H), a view into the tape. With `checkpointing` each layer keeps only its output and
-  // the backward runs the layer's forward again (one layer's tape alive at a time).
-  MatrixRef forward(TrainContext<P>& ctx, Tape& tape, bool checkpointing = false) const {
+  // the backward runs the layer's forward again (one layer's tape alive at a time). With `subset` (row_subset.hpp;
+  // alive until the backward ends), the last layer computes only its rows: the result is (m, H), unless the subset
+  // cannot apply (see uses_subset), then (T, H); the tape records which.
+  MatrixRef forward(TrainContext<P>& ctx, Tape& tape, bool checkpointing = false,
+                    RowSubset<P> const* subset = nullptr) const {
     std::int64_t const t = ctx.tokens();
     std::int64_t const h = config_.hidden_size;
+    tape.subset = uses_subset(subset, t) ? subset : nullptr;
     tape.embedded = embeddings_.forward(ctx, tape.embeddings);
     RelativeInputs const rel = relative_inputs(ctx, tape, /*forward=*/true, Buffer{});
     tape.layers.resize(attention_.size());
@@ -76,8 +82,9 @@ class TrainableDeberta {
       LayerTape& saved = tape.layers[l];
       saved.input = x;
       saved.dropout_counter = ctx.next;
-      layer_forward(ctx, rel, l, saved);
-      x = rows_of(saved.feed_forward.out, t, h);
+      RowSubset<P> const* const rows = last_layer_rows(tape, l);
+      layer_forward(ctx, rel, l, saved, rows);
+      x = rows_of(saved.feed_forward.out, rows != nullptr ? rows->size() : t, h);
       if (l == 0 && conv_) {
         tape.conv.emplace();
         conv_->forward(ctx, rows_of(tape.embedded, t, h), x, *tape.conv);
@@ -92,7 +99,8 @@ class TrainableDeberta {
     return x;
   }
 
-  // dhidden (T, H): the gradient of the last hidden state; consumed. Parameter gradients add up in the set.
+  // dhidden (T, H), or (m, H) where the forward's tape took a subset: the gradient of the last hidden state; consumed.
+  // Parameter gradients add up in the set.
   void backward(TrainContext<P>& ctx, Tape& tape, Buffer dhidden, bool checkpointing = false) const {
     P const& p = ctx.policy();
     ParameterSet<P> const& s = ctx.parameters;
@@ -108,10 +116,12 @@ class TrainableDeberta {
     Buffer dconv_input;
     for (std::size_t l = attention_.size(); l-- > 0;) {
       LayerTape& saved = tape.layers[l];
+      RowSubset<P> const* const rows = last_layer_rows(tape, l);
+      std::int64_t const m = rows != nullptr ? rows->size() : t;
       if (checkpointing) {
         std::uint64_t const next = ctx.next;
         ctx.next = saved.dropout_counter;
-        layer_forward(ctx, rel, l, saved);
+        layer_forward(ctx, rel, l, saved, rows);
         ctx.next = next;
       }
       if (l == 0 && conv_) {
@@ -120,10 +130,10 @@ class TrainableDeberta {
         conv_->backward(ctx, *tape.conv, rows_of(d, t, h), rows_of(dlayer, t, h), rows_of(dconv_input, t, h));
         d = std::move(dlayer);
       }
-      Buffer dattention = ctx.activation(h);
-      feed_forward_[l].backward(ctx, saved.feed_forward, rows_of(d, t, h), rows_of(dattention, t, h));
+      Buffer dattention = ctx.allocate(m, h);
+      feed_forward_[l].backward(ctx, saved.feed_forward, rows_of(d, m, h), rows_of(dattention, m, h), rows);
       Buffer dinput = ctx.activation(h);
-      attention_[l].backward(ctx, rel, saved.attention, rows_of(dattention, t, h), rows_of(dinput, t, h));
+      attention_[l].backward(ctx, rel, saved.attention, rows_of(dattention, m, h), rows_of(dinput, t, h), rows);
       d = std::move(dinput);
       saved = LayerTape{};  // what this layer kept is spent
     }
@@ -154,9 +164,21 @@ class TrainableDeberta {
   }
 
  private:
-  void layer_forward(TrainContext<P>& ctx, RelativeInputs const& rel, std::size_t l, LayerTape& saved) const {
-    attention_[l].forward(ctx, saved.input, rel, saved.attention);
-    feed_forward_[l].forward(ctx, rows_of(saved.attention.out, ctx.tokens(), config_.hidden_size), saved.feed_forward);
+  // A subset applies to the last layer unless v2's conv layer, which mixes neighbouring tokens, follows it (a
+  // one-layer encoder), and only when it leaves out some rows and keeps some.
+  bool uses_subset(RowSubset<P> const* subset, std::int64_t tokens) const {
+    bool const conv_follows_last = conv_.has_value() && attention_.size() == 1;
+    return subset != nullptr && !conv_follows_last && subset->size() > 0 && subset->size() < tokens;
+  }
+  RowSubset<P> const* last_layer_rows(Tape const& tape, std::size_t l) const {
+    return l + 1 == attention_.size() ? tape.subset : nullptr;
+  }
+
+  void layer_forward(TrainContext<P>& ctx, RelativeInputs const& rel, std::size_t l, LayerTape& saved,
+                     RowSubset<P> const* rows) const {
+    attention_[l].forward(ctx, saved.input, rel, saved.attention, rows);
+    std::int64_t const m = rows != nullptr ? rows->size() : ctx.tokens();
+    feed_forward_[l].forward(ctx, rows_of(saved.attention.out, m, config_.hidden_size), saved.feed_forward, rows);
   }
 
   // The relative table every layer projects (normalized in the forward, once per step) and its gradient.

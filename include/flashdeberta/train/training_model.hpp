@@ -24,6 +24,9 @@ struct TrainingModelOptions {
   // Keep only each layer's output and run the layer's forward again in the backward: one layer's tape in memory
   // instead of all (about a third more compute).
   bool activation_checkpointing = false;
+  // The last layer computes only the rows the head reads (row_subset.hpp): the same loss and gradients for less
+  // work. Off: every row, as HF computes it.
+  bool head_rows_only = true;
   // A step whose estimate (training_memory.hpp) exceeds this many bytes, or what the policy reports available when
   // that is less, is refused before anything is allocated; 0: only the policy's report.
   std::int64_t max_step_bytes = 0;
@@ -98,10 +101,13 @@ class TrainingModel {
                           options_.max_step_bytes, options_.activation_checkpointing);
     ForwardContext<P> const forward(p, batch, options_.attention);
     TrainContext<P> ctx{forward, *parameters_, dropout, seed, 0};
+    // The last layer computes only the rows the head reads (row_subset.hpp): the same loss and gradients.
+    RowSubset<P> const head_rows =
+        options_.head_rows_only ? RowSubset<P>(p, head_->read_rows(batch, targets)) : RowSubset<P>();
     typename TrainableDeberta<V, P>::Tape tape;
-    MatrixRef const hidden = backbone_->forward(ctx, tape, options_.activation_checkpointing);
+    MatrixRef const hidden = backbone_->forward(ctx, tape, options_.activation_checkpointing, &head_rows);
     typename TrainableHead<P>::Saved saved;
-    head_->forward(ctx, hidden, batch, targets, saved);
+    head_->forward(ctx, hidden, batch, targets, saved, /*hidden_gathered=*/tape.subset != nullptr);
     LossGradient const loss = head_->loss(saved, batch, targets);
     TrainingLoss out{loss.loss, saved.logits, loss.counted};
     if (backward) {
