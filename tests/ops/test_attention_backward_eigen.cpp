@@ -17,6 +17,7 @@
 #include <omp.h>
 #endif
 
+#include "attention_backward_inputs.hpp"
 #include "attention_backward_reference.hpp"
 #include "flashdeberta/eigen/ops/attention_backward.hpp"
 #include "flashdeberta/eigen/ops/attention_eager.hpp"
@@ -29,41 +30,7 @@ using namespace flashdeberta;
 using Floats = std::vector<float>;
 using Doubles = std::vector<double>;
 
-// What a case is made of.
-struct Spec {
-  std::vector<std::int32_t> lengths{37};
-  std::int64_t heads = 2;
-  std::int64_t head_size = 16;
-  bool c2p = true;
-  bool p2c = true;
-  QkvLayout layout = QkvLayout::kStacked;
-  bool holes = false;       // positions with gaps, flagged non-contiguous
-  std::int64_t span = 16;   // k: the tables have 2k rows
-  bool log_buckets = true;  // v2/v3's log buckets up to distance 64, else v1's clamp at k (a short window)
-  std::uint32_t seed = 1;
-  float dropout = 0.0f;  // on the probabilities (AttentionArgs::dropout), with the two below
-  std::uint64_t dropout_seed = 0;
-  std::uint64_t dropout_offset = 0;
-
-  std::string name() const {
-    std::ostringstream os;
-    os << "L {";
-    for (auto l : lengths) os << l << ' ';
-    os << "} H " << heads << " d " << head_size << (c2p ? " c2p" : "") << (p2c ? " p2c" : "")
-       << (layout == QkvLayout::kStacked ? " stacked" : " interleaved") << (holes ? " holes" : "")
-       << (log_buckets ? " log" : " clamp") << " k " << span;
-    if (dropout > 0.0f) os << " dropout " << dropout << " seed " << dropout_seed << " offset " << dropout_offset;
-    return os.str();
-  }
-};
-
-Floats random_values(std::size_t n, float stddev, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, stddev);
-  Floats v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
+using attention_tests::Spec;
 
 MatrixRef matrix(Floats& v, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
   return {v.data(), DType::kF32, rows, cols, ld};
@@ -85,69 +52,17 @@ struct OmpThreads {
   }
 };
 
-// One case's inputs, the buffers the ops write, and the args pointing at them.
-struct Problem {
-  Spec spec;
-  std::int64_t tokens = 0, width = 0, slots = 0, saturation = 0, max_length = 0, dout_ld = 0;
-  std::vector<std::int32_t> cu{0}, positions, index;
-  Floats qkv, pos_key, pos_query, dout;  // (T, 3A), (2k, A), (2k, A), (T, A + 3)
+// One case's inputs (attention_backward_inputs.hpp), the buffers the ops write, and the args pointing at them.
+struct Problem : attention_tests::Inputs {
   Floats out, lse, dqkv, dpos_key, dpos_query;
-  static constexpr float kTableStart = 0.5f;  // dpos_* hold this before the backward adds into them
+  static constexpr float kTableStart = attention_tests::kTableStart;
 
-  explicit Problem(Spec const& s) : spec(s) {
-    width = s.heads * s.head_size;
-    std::mt19937 gen(s.seed);
-    for (std::int32_t length : s.lengths) {
-      std::int32_t p = s.holes ? static_cast<std::int32_t>(gen() % 4) : 0;
-      for (std::int32_t i = 0; i < length; ++i) {
-        positions.push_back(p);
-        p += (s.holes && gen() % 5 == 0) ? 2 + static_cast<std::int32_t>(gen() % 5) : 1;
-      }
-      cu.push_back(cu.back() + length);
-      max_length = std::max<std::int64_t>(max_length, length);
-    }
-    tokens = cu.back();
-    auto const bucket = [&](std::int64_t x) { return s.log_buckets ? log_bucket_position(x, s.span, 64) : x; };
-    while (bucket(saturation) < s.span) ++saturation;
-    for (std::int64_t x = -saturation; x <= saturation; ++x)
-      index.push_back(static_cast<std::int32_t>(s.span + std::clamp<std::int64_t>(bucket(x), -s.span, s.span - 1)));
-    slots = 2 * s.span;
-    dout_ld = width + 3;
-    qkv = random_values(static_cast<std::size_t>(tokens * 3 * width), 1.5f, s.seed + 1);
-    pos_key = random_values(static_cast<std::size_t>(slots * width), 1.0f, s.seed + 2);
-    pos_query = random_values(static_cast<std::size_t>(slots * width), 1.0f, s.seed + 3);
-    dout = random_values(static_cast<std::size_t>(tokens * dout_ld), 1.0f, s.seed + 4);
-    out.assign(static_cast<std::size_t>(tokens * width), 0.0f);
-  }
-
-  SequenceLayout layout() const {
-    SequenceLayout l;
-    l.cu_seqlens = cu.data();
-    l.positions = positions.data();
-    l.batch = static_cast<std::int64_t>(spec.lengths.size());
-    l.total_tokens = tokens;
-    l.max_seqlen = max_length;
-    l.max_position = *std::max_element(positions.begin(), positions.end()) + 1;
-    l.contiguous_positions = !spec.holes;
-    return l;
-  }
+  explicit Problem(Spec const& s) : Inputs(s) { out.assign(static_cast<std::size_t>(tokens * width), 0.0f); }
 
   AttentionArgs forward(AttentionImpl impl, bool write_lse = false) {
-    AttentionArgs a;
-    view_fused_qkv(a, matrix(qkv, tokens, 3 * width, 3 * width), spec.head_size, spec.layout);
-    a.num_heads = spec.heads;
-    a.head_size = spec.head_size;
-    if (spec.c2p) a.pos_key = matrix(pos_key, slots, width, width);
-    if (spec.p2c) a.pos_query = matrix(pos_query, slots, width, width);
-    a.relative_index = index.data();
-    a.saturation = saturation;
-    a.scale = std::sqrt(static_cast<float>(spec.head_size * (1 + int{spec.c2p} + int{spec.p2c})));
-    a.out = matrix(out, tokens, width, width);
-    a.sequences = layout();
+    AttentionArgs a =
+        args(qkv.data(), pos_key.data(), pos_query.data(), out.data(), cu.data(), positions.data(), index.data());
     a.impl = impl;
-    a.dropout = spec.dropout;
-    a.dropout_seed = spec.dropout_seed;
-    a.dropout_offset = spec.dropout_offset;
     if (write_lse) {
       lse.assign(static_cast<std::size_t>(spec.heads * tokens), std::numeric_limits<float>::quiet_NaN());
       a.lse = lse.data();

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../ops/attention_backward_inputs.hpp"
 #include "../ops/attention_backward_reference.hpp"
 #include "../ops/training_gradient_checks.hpp"
 #include "../ops/training_op_suite.hpp"
@@ -79,67 +80,16 @@ namespace {
 using Floats = std::vector<float>;
 using Doubles = std::vector<double>;
 
-struct AttentionSpec {
-  std::vector<std::int32_t> lengths{37};
-  std::int64_t heads = 2;
-  std::int64_t head_size = 16;
-  bool c2p = true;
-  bool p2c = true;
-  fd::QkvLayout layout = fd::QkvLayout::kStacked;
-  bool holes = false;       // positions with gaps, flagged non-contiguous
-  std::int64_t span = 16;   // k: the tables have 2k rows
-  bool log_buckets = true;  // v2/v3's log buckets up to distance 64, else v1's clamp at k (a short window)
-  std::uint32_t seed = 1;
-  float dropout = 0.0f;  // on the probabilities (AttentionArgs::dropout), with the two below
-  std::uint64_t dropout_seed = 0;
-  std::uint64_t dropout_offset = 0;
+using AttentionSpec = fd::attention_tests::Spec;
 
-  std::string name() const {
-    std::ostringstream os;
-    os << "L {";
-    for (auto l : lengths) os << l << ' ';
-    os << "} H " << heads << " d " << head_size << (c2p ? " c2p" : "") << (p2c ? " p2c" : "")
-       << (layout == fd::QkvLayout::kStacked ? " stacked" : " interleaved") << (holes ? " holes" : "")
-       << (log_buckets ? " log" : " clamp") << " k " << span;
-    if (dropout > 0.0f) os << " dropout " << dropout << " seed " << dropout_seed << " offset " << dropout_offset;
-    return os.str();
-  }
-};
+using fd::attention_tests::kTableStart;
 
-constexpr float kTableStart = 0.5f;  // dpos_* hold this before the backward adds into them
-
-struct AttentionCase {
+struct AttentionCase : fd::attention_tests::Inputs {
   Policy policy;
-  AttentionSpec spec;
-  std::int64_t tokens = 0, width = 0, slots = 0, saturation = 0, max_length = 0, dout_ld = 0;
-  std::vector<std::int32_t> cu{0}, positions, index;
-  Floats qkv, pos_key, pos_query, dout;  // (T, 3A), (2k, A), (2k, A), (T, A + 3) on the host
   Policy::Buffer qkv_d, pos_key_d, pos_query_d, dout_d, cu_d, positions_d, index_d;
   Policy::Buffer out_d, lse_d, dqkv_d, dpos_key_d, dpos_query_d;
 
-  explicit AttentionCase(AttentionSpec const& s) : spec(s) {
-    width = s.heads * s.head_size;
-    std::mt19937 gen(s.seed);
-    for (std::int32_t length : s.lengths) {
-      std::int32_t p = s.holes ? static_cast<std::int32_t>(gen() % 4) : 0;
-      for (std::int32_t i = 0; i < length; ++i) {
-        positions.push_back(p);
-        p += (s.holes && gen() % 5 == 0) ? 2 + static_cast<std::int32_t>(gen() % 5) : 1;
-      }
-      cu.push_back(cu.back() + length);
-      max_length = std::max<std::int64_t>(max_length, length);
-    }
-    tokens = cu.back();
-    auto const bucket = [&](std::int64_t x) { return s.log_buckets ? fd::log_bucket_position(x, s.span, 64) : x; };
-    while (bucket(saturation) < s.span) ++saturation;
-    for (std::int64_t x = -saturation; x <= saturation; ++x)
-      index.push_back(static_cast<std::int32_t>(s.span + std::clamp<std::int64_t>(bucket(x), -s.span, s.span - 1)));
-    slots = 2 * s.span;
-    dout_ld = width + 3;
-    qkv = tt::random_values(static_cast<std::size_t>(tokens * 3 * width), 1.5f, s.seed + 1);
-    pos_key = tt::random_values(static_cast<std::size_t>(slots * width), 1.0f, s.seed + 2);
-    pos_query = tt::random_values(static_cast<std::size_t>(slots * width), 1.0f, s.seed + 3);
-    dout = tt::random_values(static_cast<std::size_t>(tokens * dout_ld), 1.0f, s.seed + 4);
+  explicit AttentionCase(AttentionSpec const& s) : Inputs(s) {
     qkv_d = tt::upload(policy, qkv);
     pos_key_d = tt::upload(policy, pos_key);
     pos_query_d = tt::upload(policy, pos_query);
@@ -149,32 +99,6 @@ struct AttentionCase {
     index_d = tt::upload(policy, index);
     out_d = policy.allocate(tokens * width, fd::DType::kF32);
     lse_d = tt::upload(policy, Floats(static_cast<std::size_t>(s.heads * tokens), tt::kNaN));
-  }
-
-  // The forward's arguments over the given storage (host vectors for the reference, else the policy's buffers).
-  fd::AttentionArgs args(float* qkv_data, float* key_table, float* query_table, float* out, std::int32_t const* cu_data,
-                         std::int32_t const* positions_data, std::int32_t const* index_data) const {
-    fd::AttentionArgs a;
-    fd::view_fused_qkv(a, {qkv_data, fd::DType::kF32, tokens, 3 * width, 3 * width}, spec.head_size, spec.layout);
-    a.num_heads = spec.heads;
-    a.head_size = spec.head_size;
-    if (spec.c2p) a.pos_key = {key_table, fd::DType::kF32, slots, width, width};
-    if (spec.p2c) a.pos_query = {query_table, fd::DType::kF32, slots, width, width};
-    a.relative_index = index_data;
-    a.saturation = saturation;
-    a.scale = std::sqrt(static_cast<float>(spec.head_size * (1 + int{spec.c2p} + int{spec.p2c})));
-    a.out = {out, fd::DType::kF32, tokens, width, width};
-    a.sequences.cu_seqlens = cu_data;
-    a.sequences.positions = positions_data;
-    a.sequences.batch = static_cast<std::int64_t>(spec.lengths.size());
-    a.sequences.total_tokens = tokens;
-    a.sequences.max_seqlen = max_length;
-    a.sequences.max_position = *std::max_element(positions.begin(), positions.end()) + 1;
-    a.sequences.contiguous_positions = !spec.holes;
-    a.dropout = spec.dropout;
-    a.dropout_seed = spec.dropout_seed;
-    a.dropout_offset = spec.dropout_offset;
-    return a;
   }
 
   fd::AttentionArgs device_args(fd::AttentionImpl impl, bool write_lse) const {
