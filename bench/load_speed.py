@@ -7,6 +7,7 @@ tokenizer not included), warm page cache.
 
   python3 bench/load_speed.py [--cli build/bin/flashdeberta] [--random-checkpoint build/bench/random_checkpoint]
       [--threads 2] [--runs 7] [--work /tmp/flashdeberta-load-speed] [--out bench/results/load-<date>-host.md]
+      [--shipped tiny-en,tiny-en-sections]
 
 Every checkpoint is loaded once first (the page cache), then --runs times, the checkpoints taking turns run by
 run so that a drift of the machine touches all of them alike; each load is its own process, as a user's is.
@@ -89,13 +90,17 @@ def main():
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--work", default="/tmp/flashdeberta-load-speed")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--shipped", default="tiny-en,tiny-en-sections",
+                        help="the shipped models (under models/) to load besides the v3-base checkpoints, comma "
+                             "separated; empty for none (a machine the repository reached without them)")
     args = parser.parse_args()
     work = Path(args.work)
     base = Path(subprocess.run([args.random_checkpoint, "--root", str(work)], capture_output=True, text=True,
                                check=True).stdout.strip())
     models = {"v3-base float32": base, "v3-base float16": stored_as(base, "F16", work),
-              "v3-base bfloat16": stored_as(base, "BF16", work), "tiny-en (shipped)": REPO / "models/tiny-en",
-              "tiny-en-sections (shipped)": REPO / "models/tiny-en-sections"}
+              "v3-base bfloat16": stored_as(base, "BF16", work)}
+    for name in filter(None, args.shipped.split(",")):
+        models[f"{name} (shipped)"] = REPO / "models" / name
     for model in models.values():
         load_ms(args.cli, model, args.threads)
     times = {name: [] for name in models}

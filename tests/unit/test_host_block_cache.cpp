@@ -1,17 +1,19 @@
 // HostBlockCache: size classes, reuse, the limit and its eviction order, sharing between threads, and
-// HostBuffer drawing on it. The process-wide cache is the one under test; each case sets the limit it needs
-// (under AddressSanitizer the cache starts off) and restores it.
+// HostBuffer drawing on it; the WeightArena beside it. The process-wide cache is the one under test; each case sets the
+// limit it needs (under AddressSanitizer the cache starts off) and restores it.
 #include <doctest/doctest.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "flashdeberta/core/host_block_cache.hpp"
 #include "flashdeberta/core/host_buffer.hpp"
+#include "flashdeberta/core/weight_arena.hpp"
 
 using flashdeberta::DType;
 using flashdeberta::HostBlockCache;
@@ -153,4 +155,39 @@ TEST_CASE("HostBlockCache: a block of kHugeBlockBytes or more starts on a huge-p
   std::memset(large.data(), 1, large.size_bytes());  // the whole block is the caller's
   HostBuffer const small(1024 * 1024, DType::kF32);  // 4 MiB: a cache line is enough
   CHECK(reinterpret_cast<std::uintptr_t>(small.data()) % HostBlockCache::kAlignment == 0);
+}
+
+TEST_CASE("WeightArena: weights carved by eight threads are aligned, disjoint and outlive the chunk's turn") {
+  using flashdeberta::WeightArena;
+  // Each thread carves weights of assorted sizes (past a chunk's 16 MiB in total, so chunks turn over), fills each
+  // with its own byte, and every weight must still hold its byte at the end: no two overlap, and a chunk the arena
+  // has moved on from stays valid while its weights' owners live.
+  constexpr int kThreads = 8;
+  constexpr int kWeights = 40;
+  std::vector<std::vector<std::shared_ptr<void>>> owners(kThreads);
+  std::vector<std::vector<std::size_t>> sizes(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 gen(static_cast<std::uint32_t>(t + 1));
+      for (int w = 0; w < kWeights; ++w) {
+        std::size_t const bytes = 1 + gen() % (WeightArena::kLargestCarved / 64);
+        std::shared_ptr<void> owner = WeightArena::instance().allocate(bytes);
+        std::memset(owner.get(), (t * kWeights + w) % 251 + 1, bytes);
+        owners[t].push_back(std::move(owner));
+        sizes[t].push_back(bytes);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) {
+    for (int w = 0; w < kWeights; ++w) {
+      auto const* bytes = static_cast<unsigned char const*>(owners[t][w].get());
+      CHECK(reinterpret_cast<std::uintptr_t>(bytes) % WeightArena::kAlignment == 0);
+      auto const expected = static_cast<unsigned char>((t * kWeights + w) % 251 + 1);
+      bool intact = true;
+      for (std::size_t x = 0; x < sizes[t][w]; ++x) intact = intact && bytes[x] == expected;
+      CHECK_MESSAGE(intact, "weight " << w << " of thread " << t << " (" << sizes[t][w] << " bytes) was overwritten");
+    }
+  }
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "flashdeberta/core/host_buffer.hpp"
+#include "flashdeberta/core/weight_arena.hpp"
 #include "flashdeberta/io/checkpoint.hpp"
 #include "flashdeberta/policy/concepts.hpp"
 #include "flashdeberta/policy/host_adoption.hpp"
@@ -30,12 +31,19 @@ struct DeviceMatrix {
 };
 
 // A weight the loader builds on the host (converted, stacked, interleaved): `fill` writes its `numel` float32
-// values once, into memory the policy then adopts (a HostBuffer of its own, so owned and 64-byte aligned) or
-// into a host vector it uploads.
+// values once, into memory the policy then adopts (64-byte aligned, in huge pages: carved from the WeightArena
+// below its largest size, else a HostBuffer of its own) or into a host vector it uploads.
 template <ExecutionPolicy P, class Fill>
 typename P::Buffer stage_weight(P const& policy, std::int64_t numel, Fill&& fill) {
   if constexpr (AdoptsHostMemory<P>) {
     if (policy.compute_dtype() == DType::kF32) {
+      std::size_t const bytes = static_cast<std::size_t>(numel) * sizeof(float);
+      if (bytes < WeightArena::kLargestCarved) {
+        std::shared_ptr<void> carved = WeightArena::instance().allocate(bytes);
+        std::span<float> const values(static_cast<float*>(carved.get()), static_cast<std::size_t>(numel));
+        fill(values);
+        return policy.adopt_host(values, std::move(carved));
+      }
       auto owned = std::make_shared<HostBuffer>(numel, DType::kF32);
       std::span<float> const values(owned->as<float>(), static_cast<std::size_t>(numel));
       fill(values);

@@ -4,7 +4,6 @@
 // primitive (onednn_runtime.hpp).
 #pragma once
 
-#include <sys/mman.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/core/weight_arena.hpp"
 #include "flashdeberta/onednn/linear_traits.hpp"
 #include "flashdeberta/onednn/onednn_runtime.hpp"
 #include "flashdeberta/onednn/row_conversion.hpp"
@@ -27,20 +27,17 @@
 
 namespace flashdeberta::onednn {
 
-// Memory for a packed weight. From 2 MiB on, in 2 MiB-aligned blocks advised for transparent huge pages: a
-// v3-base load packs 340 MB of float32 weights, and first-touching that in 4 KiB pages is ~83,000 page faults.
-// Smaller weights (heads, GLiNER's layers, test models) get 64-byte alignment: a huge page each would make a
-// 6 KB classifier weight hold 2 MiB.
+// Memory for a packed weight, in transparent huge pages: a v3-base load packs 340 MB of float32 weights, and
+// first-touching that in 4 KiB pages is ~83,000 page faults. Below 2 MiB (heads, GLiNER's layers, small models)
+// carved from the WeightArena's shared huge-page chunks: a huge page each would make a 6 KB classifier weight hold
+// 2 MiB. From 2 MiB on, 2 MiB-aligned blocks of their own.
 inline std::shared_ptr<void> packed_storage(std::size_t bytes) {
   constexpr std::size_t kHugePage = std::size_t{2} << 20;
-  bool const huge = bytes >= kHugePage;
-  std::size_t const align = huge ? kHugePage : 64;
-  std::size_t const rounded = (std::max<std::size_t>(bytes, 1) + align - 1) / align * align;
-  void* const p = std::aligned_alloc(align, rounded);
+  if (bytes < kHugePage) return WeightArena::instance().allocate(bytes);
+  std::size_t const rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* const p = std::aligned_alloc(kHugePage, rounded);
   FLASHDEBERTA_REQUIRE(p != nullptr, "oneDNN packed weight: cannot allocate " << rounded << " bytes");
-#if defined(MADV_HUGEPAGE)
-  if (huge) ::madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KiB
-#endif
+  HostBlockCache::advise_huge_pages(p, rounded);  // advice only: without THP the pages stay 4 KiB
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
 }
 
