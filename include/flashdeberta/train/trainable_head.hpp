@@ -17,6 +17,7 @@
 #include "flashdeberta/core/batch.hpp"
 #include "flashdeberta/heads/head_kind.hpp"
 #include "flashdeberta/train/losses.hpp"
+#include "flashdeberta/train/row_subset.hpp"
 #include "flashdeberta/train/train_context.hpp"
 
 namespace flashdeberta {
@@ -38,7 +39,7 @@ class TrainableHead {
   struct Saved {
     MatrixRef hidden;  // (T, H) the backbone's output, owned by its tape; (rows, H) when it gathered them
     bool hidden_gathered = false;
-    Buffer indices;  // the gathered rows' packed indices, in policy memory
+    RowSubset<P> const* read = nullptr;  // the rows the head reads (forward's `rows`), owned by the caller
     std::int64_t rows = 0;
     Buffer gathered;          // (rows, H)
     Buffer pre;               // (rows, W) the pooler or transform before its activation
@@ -101,35 +102,43 @@ class TrainableHead {
   // The packed rows the head reads when it reads fewer than all (row_subset.hpp): each sequence's first token
   // (pooling heads) or the labelled tokens (masked LM); empty for the per-token heads.
   std::vector<std::int32_t> read_rows(Batch const& batch, TrainingTargets const& targets) const {
-    if (!gathers()) return {};
-    return gathered_rows(batch, targets);
+    std::vector<std::int32_t> rows;
+    if (kind_ == HeadKind::kMaskedLM) {
+      FLASHDEBERTA_REQUIRE(
+          static_cast<std::int64_t>(targets.classes.size()) == batch.total_tokens(),
+          "masked LM: " << targets.classes.size() << " labels for " << batch.total_tokens() << " tokens");
+      for (std::size_t t = 0; t < targets.classes.size(); ++t)
+        if (targets.classes[t] != kIgnoredLabel) rows.push_back(static_cast<std::int32_t>(t));
+    } else if (pooled()) {
+      for (std::int64_t b = 0; b < batch.batch_size(); ++b) {
+        FLASHDEBERTA_REQUIRE(
+            batch.sequence_length(b) > 0 && batch.positions[batch.cu_seqlens[b]] == 0,
+            "sequence " << b << ": the pooler reads position 0, which this row lacks (pad on the right)");
+        rows.push_back(batch.cu_seqlens[b]);
+      }
+    }
+    return rows;
   }
 
-  // The head's logits (rows, width) in host memory, also kept in saved.logits. hidden: the backbone's (T, H) output,
-  // or with `hidden_gathered` its read_rows() rows, (rows, H), which the backbone computed alone.
-  std::vector<float> const& forward(TrainContext<P>& ctx, MatrixRef const& hidden, Batch const& batch,
-                                    TrainingTargets const& targets, Saved& saved, bool hidden_gathered = false) const {
+  // The head's logits (rows, width) in host memory, also kept in saved.logits. rows: read_rows() as a RowSubset,
+  // alive until the backward ends. hidden: the backbone's (T, H) output, which the head gathers those rows of, or
+  // with `hidden_gathered` those rows alone, (rows, H), which the backbone computed.
+  std::vector<float> const& forward(TrainContext<P>& ctx, MatrixRef const& hidden, RowSubset<P> const& rows,
+                                    Saved& saved, bool hidden_gathered = false) const {
     P const& p = ctx.policy();
     ParameterSet<P> const& s = ctx.parameters;
     std::int64_t const h = config_.hidden_size;
     saved.hidden = hidden;
     saved.hidden_gathered = hidden_gathered;
+    saved.read = &rows;
     MatrixRef x = hidden;
     if (hidden_gathered) {
       saved.rows = hidden.rows;
     } else if (gathers()) {
-      std::vector<std::int32_t> const rows = gathered_rows(batch, targets);
-      saved.rows = static_cast<std::int64_t>(rows.size());
-      saved.indices = p.upload_indices(std::span<std::int32_t const>(rows));
+      saved.rows = rows.size();
       saved.gathered = ctx.allocate(saved.rows, h);
       x = rows_of(saved.gathered, saved.rows, h);
-      if (saved.rows > 0) {
-        EmbeddingArgs gather;
-        gather.ids = static_cast<std::int32_t const*>(saved.indices.data());
-        gather.word = hidden;
-        gather.out = x;
-        p.embedding(gather);
-      }
+      rows.gather(p, hidden, x);
     } else {
       saved.rows = hidden.rows;
     }
@@ -265,42 +274,13 @@ class TrainableHead {
         if (saved.pooler_dropout.active()) saved.pooler_dropout.apply(p, dx, dx);
       }
     }
-    if (gathers) {
-      EmbeddingBackwardArgs scatter;
-      scatter.ids = static_cast<std::int32_t const*>(saved.indices.data());
-      scatter.dout = dx;
-      scatter.dword = rows_of(dhidden, t, h);
-      p.embedding_backward(scatter);
-    }
+    if (gathers) saved.read->scatter_add(p, dx, rows_of(dhidden, t, h));
     return dhidden;
   }
 
  private:
   bool pooled() const { return kind_ == HeadKind::kSequenceClassification || kind_ == HeadKind::kMultipleChoice; }
   bool gathers() const { return kind_ != HeadKind::kTokenClassification && kind_ != HeadKind::kQuestionAnswering; }
-
-  // The packed rows a head reads: each sequence's first token (pooling heads) or the labelled tokens (masked LM).
-  static std::vector<std::int32_t> gathered_rows(Batch const& batch, TrainingTargets const& targets, HeadKind kind) {
-    std::vector<std::int32_t> rows;
-    if (kind == HeadKind::kMaskedLM) {
-      FLASHDEBERTA_REQUIRE(
-          static_cast<std::int64_t>(targets.classes.size()) == batch.total_tokens(),
-          "masked LM: " << targets.classes.size() << " labels for " << batch.total_tokens() << " tokens");
-      for (std::size_t t = 0; t < targets.classes.size(); ++t)
-        if (targets.classes[t] != kIgnoredLabel) rows.push_back(static_cast<std::int32_t>(t));
-      return rows;
-    }
-    for (std::int64_t b = 0; b < batch.batch_size(); ++b) {
-      FLASHDEBERTA_REQUIRE(
-          batch.sequence_length(b) > 0 && batch.positions[batch.cu_seqlens[b]] == 0,
-          "sequence " << b << ": the pooler reads position 0, which this row lacks (pad on the right)");
-      rows.push_back(batch.cu_seqlens[b]);
-    }
-    return rows;
-  }
-  std::vector<std::int32_t> gathered_rows(Batch const& batch, TrainingTargets const& targets) const {
-    return gathered_rows(batch, targets, kind_);
-  }
 
   ModelConfig config_;
   HeadKind kind_;

@@ -101,13 +101,14 @@ class TrainingModel {
                           options_.max_step_bytes, options_.activation_checkpointing);
     ForwardContext<P> const forward(p, batch, options_.attention);
     TrainContext<P> ctx{forward, *parameters_, dropout, seed, 0};
-    // The last layer computes only the rows the head reads (row_subset.hpp): the same loss and gradients.
-    RowSubset<P> const head_rows =
-        options_.head_rows_only ? RowSubset<P>(p, head_->read_rows(batch, targets)) : RowSubset<P>();
+    // With head_rows_only the last layer computes only the rows the head reads (row_subset.hpp): the same loss and
+    // gradients; otherwise the head gathers them from every row.
+    RowSubset<P> const head_rows(p, head_->read_rows(batch, targets));
     typename TrainableDeberta<V, P>::Tape tape;
-    MatrixRef const hidden = backbone_->forward(ctx, tape, options_.activation_checkpointing, &head_rows);
+    MatrixRef const hidden = backbone_->forward(ctx, tape, options_.activation_checkpointing,
+                                                options_.head_rows_only ? &head_rows : nullptr);
     typename TrainableHead<P>::Saved saved;
-    head_->forward(ctx, hidden, batch, targets, saved, /*hidden_gathered=*/tape.subset != nullptr);
+    head_->forward(ctx, hidden, head_rows, saved, /*hidden_gathered=*/tape.subset != nullptr);
     LossGradient const loss = head_->loss(saved, batch, targets);
     TrainingLoss out{loss.loss, saved.logits, loss.counted};
     if (backward) {
