@@ -98,8 +98,9 @@ struct BackwardWorkspace {
   Eigen::VectorXf p2c_far, p2c_near;
   std::vector<std::int32_t> window;
   // The micro-kernels' operands: the owned keys / scale and their values as (d, kBlock) panels, and the head's
-  // relative key and query tables / scale as panels of 64 table rows (rows past W zero).
+  // relative key and query tables / scale as panels of 64 table rows (rows past W zero), of head panels_head.
   std::vector<float> key_panel, value_panel, key_table_panels, query_table_panels;
+  std::int64_t panels_head = -1;
 #if defined(__AVX512F__)
   SlotWindows windows;
 #endif
@@ -171,13 +172,17 @@ struct BackwardWorkspace {
     }
   }
 
-  // The same on the micro-kernels: the head's tables packed once, each block over the whole panels it reaches.
+  // The same on the micro-kernels: the head's tables packed once per head, each block over the whole panels it
+  // reaches.
   void project_tables_micro([[maybe_unused]] BackwardProblem const& t, [[maybe_unused]] HeadViews const& view,
                             [[maybe_unused]] std::int64_t head, [[maybe_unused]] std::int64_t length) {
 #if defined(__AVX512F__)
     std::int64_t const d = t.a.head_size;
-    if (t.c2p) pack_table_panels(relative_head(t.a.pos_key, head, d), t.inv_scale, key_table_panels.data());
-    if (t.p2c) pack_table_panels(relative_head(t.a.pos_query, head, d), t.inv_scale, query_table_panels.data());
+    if (panels_head != head) {  // the tables depend on the head only; tasks come head by head
+      panels_head = head;
+      if (t.c2p) pack_table_panels(relative_head(t.a.pos_key, head, d), t.inv_scale, key_table_panels.data());
+      if (t.p2c) pack_table_panels(relative_head(t.a.pos_query, head, d), t.inv_scale, query_table_panels.data());
+    }
     auto const whole_panels = [](TableRows r) {
       std::int64_t const first = r.first / kMicroPanel * kMicroPanel;
       return TableRows{first, r.first + r.count - first};
