@@ -32,7 +32,7 @@ namespace flashdeberta::onednn {
 // carved from the WeightArena's shared huge-page chunks: a huge page each would make a 6 KB classifier weight hold
 // 2 MiB. From 2 MiB on, 2 MiB-aligned blocks of their own.
 inline std::shared_ptr<void> packed_storage(std::size_t bytes) {
-  constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  constexpr std::size_t kHugePage = HostBlockCache::kHugePageBytes;
   if (bytes < kHugePage) return WeightArena::instance().allocate(bytes);
   std::size_t const rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   void* const p = std::aligned_alloc(kHugePage, rounded);
