@@ -109,32 +109,40 @@ class AttentionBlock {
   }
 
  private:
-  // Kr = T . Wk^T (+ bk), Qr = T . Wq^T + bq over the (LayerNorm'ed) relative table (spec 4.1, 4.2).
+  // Kr = T . Wk^T (+ bk), Qr = T . Wq^T + bq over the (LayerNorm'ed) relative table (spec 4.1, 4.2), each (2k, A),
+  // in the memory of the weights (allocate_weight).
   void project_relative_tables(WeightLoader<P> const& w, std::string const& self, RelativeContext<P> const& rel) {
     std::int64_t const h = config_.hidden_size;
     std::int64_t const a = config_.all_head_size();
     std::int64_t const rows = rel.table.rows;
     P const& p = w.policy();
-    auto project = [&](std::string const& weight_name, std::string const& bias_name) {
-      Matrix weight = w.matrix(weight_name, a, h);
-      typename P::Buffer bias;
-      if (!bias_name.empty()) bias = w.vector(bias_name, a);
-      Matrix result{p.allocate(rows * a, p.compute_dtype()), rows, a};
-      p.gemm({.a = rel.table.ref(),
-              .b = weight.ref(),
-              .bias = bias_name.empty() ? nullptr : bias.data(),
-              .out = result.ref()});
+    auto project = [&](MatrixRef const& weight, void const* bias) {
+      Matrix result{allocate_weight(p, rows * a), rows, a};
+      p.gemm({.a = rel.table.ref(), .b = weight, .bias = bias, .out = result.ref()});
       return result;
     };
+    auto project_stored = [&](std::string const& weight_name, std::string const& bias_name) {
+      Matrix const weight = w.matrix(weight_name, a, h);
+      typename P::Buffer bias;
+      if (!bias_name.empty()) bias = w.vector(bias_name, a);
+      return project(weight.ref(), bias_name.empty() ? nullptr : bias.data());
+    };
     if constexpr (V::kFusedInProj) {
-      if (config_.c2p) pos_key_ = project(self + "pos_proj.weight", "");
-      if (config_.p2c) pos_query_ = project(self + "pos_q_proj.weight", self + "pos_q_proj.bias");
+      if (config_.c2p) pos_key_ = project_stored(self + "pos_proj.weight", "");
+      if (config_.p2c) pos_query_ = project_stored(self + "pos_q_proj.weight", self + "pos_q_proj.bias");
     } else if (config_.share_att_key) {
-      if (config_.c2p) pos_key_ = project(self + "key_proj.weight", self + "key_proj.bias");
-      if (config_.p2c) pos_query_ = project(self + "query_proj.weight", self + "query_proj.bias");
+      // The key and query projections are rows [A, 2A) and [0, A) of the stacked q/k/v weight and bias, loaded
+      // once already.
+      MatrixRef const stacked = qkv_.ref();
+      auto const bias_rows = [&](std::int64_t first) {
+        return static_cast<void const*>(static_cast<char const*>(qkv_bias_.data()) +
+                                        first * static_cast<std::int64_t>(dtype_size(qkv_bias_.dtype())));
+      };
+      if (config_.c2p) pos_key_ = project(stacked.row_range(a, a), bias_rows(a));
+      if (config_.p2c) pos_query_ = project(stacked.row_range(0, a), bias_rows(0));
     } else {
-      if (config_.c2p) pos_key_ = project(self + "pos_key_proj.weight", self + "pos_key_proj.bias");
-      if (config_.p2c) pos_query_ = project(self + "pos_query_proj.weight", self + "pos_query_proj.bias");
+      if (config_.c2p) pos_key_ = project_stored(self + "pos_key_proj.weight", self + "pos_key_proj.bias");
+      if (config_.p2c) pos_query_ = project_stored(self + "pos_query_proj.weight", self + "pos_query_proj.bias");
     }
     // Whatever the policy derives from the tables once (concepts.hpp, PreparesRelativeTables).
     if constexpr (PreparesRelativeTables<P>) prepared_ = p.prepare_relative(relative_args(&rel));

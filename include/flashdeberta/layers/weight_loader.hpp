@@ -30,29 +30,52 @@ struct DeviceMatrix {
   void const* data() const { return buffer.data(); }
 };
 
+// Host memory for a float32 weight a policy that computes on host memory adopts (AdoptsHostMemory): 64-byte
+// aligned, in huge pages, carved from the WeightArena below its largest size, else a HostBuffer of its own. The
+// span is written once; `owner` keeps it valid.
+struct HostWeightMemory {
+  std::span<float> values;
+  std::shared_ptr<void> owner;
+};
+
+inline HostWeightMemory host_weight_memory(std::int64_t numel) {
+  std::size_t const bytes = static_cast<std::size_t>(numel) * sizeof(float);
+  if (bytes < WeightArena::kLargestCarved) {
+    std::shared_ptr<void> carved = WeightArena::instance().allocate(bytes);
+    return {{static_cast<float*>(carved.get()), static_cast<std::size_t>(numel)}, std::move(carved)};
+  }
+  auto owned = std::make_shared<HostBuffer>(numel, DType::kF32);
+  return {{owned->as<float>(), static_cast<std::size_t>(numel)}, std::move(owned)};
+}
+
 // A weight the loader builds on the host (converted, stacked, interleaved): `fill` writes its `numel` float32
-// values once, into memory the policy then adopts (64-byte aligned, in huge pages: carved from the WeightArena
-// below its largest size, else a HostBuffer of its own) or into a host vector it uploads.
+// values once, into memory the policy then adopts (host_weight_memory) or into a host vector it uploads.
 template <ExecutionPolicy P, class Fill>
 typename P::Buffer stage_weight(P const& policy, std::int64_t numel, Fill&& fill) {
   if constexpr (AdoptsHostMemory<P>) {
     if (policy.compute_dtype() == DType::kF32) {
-      std::size_t const bytes = static_cast<std::size_t>(numel) * sizeof(float);
-      if (bytes < WeightArena::kLargestCarved) {
-        std::shared_ptr<void> carved = WeightArena::instance().allocate(bytes);
-        std::span<float> const values(static_cast<float*>(carved.get()), static_cast<std::size_t>(numel));
-        fill(values);
-        return policy.adopt_host(values, std::move(carved));
-      }
-      auto owned = std::make_shared<HostBuffer>(numel, DType::kF32);
-      std::span<float> const values(owned->as<float>(), static_cast<std::size_t>(numel));
-      fill(values);
-      return policy.adopt_host(values, std::move(owned));
+      HostWeightMemory memory = host_weight_memory(numel);
+      fill(memory.values);
+      return policy.adopt_host(memory.values, std::move(memory.owner));
     }
   }
   std::vector<float> host(static_cast<std::size_t>(numel));
   fill(std::span<float>(host));
   return policy.upload(std::span<float const>(host), policy.compute_dtype());
+}
+
+// Policy memory for a weight the policy's own ops compute at load (e.g. the projected relative tables), in the
+// compute dtype: on host policies the weights' huge-page memory (host_weight_memory), where a fresh 4 KiB page
+// costs ~10 us to first touch on a VM.
+template <ExecutionPolicy P>
+typename P::Buffer allocate_weight(P const& policy, std::int64_t numel) {
+  if constexpr (AdoptsHostMemory<P>) {
+    if (policy.compute_dtype() == DType::kF32) {
+      HostWeightMemory memory = host_weight_memory(numel);
+      return policy.adopt_host(memory.values, std::move(memory.owner));
+    }
+  }
+  return policy.allocate(numel, policy.compute_dtype());
 }
 
 // The policy's host threads as the checkpoint's conversions take them (SplitsHostWork), or none.

@@ -53,15 +53,16 @@ inline std::string effective_isa_name() {
   }
 }
 
-// One matmul's shape and fused epilogue: out (m, n) with row strides lda, ldc, over weights (n, k).
+// One matmul's shape and fused epilogue: out (m, n) with row strides lda, ldc, over weights (n, k) packed in the
+// layout the primitive picks (ldb 0) or plain rows of stride ldb.
 struct MatmulKey {
   int kind = 0;  // LinearTraits<D>::kKind
-  std::int64_t m = 0, k = 0, n = 0, lda = 0, ldc = 0;
+  std::int64_t m = 0, k = 0, n = 0, lda = 0, ldb = 0, ldc = 0;
   bool bias = false;
   int activation = -1;  // a dnnl::algorithm fused after the bias, or -1
   int threads = 1;
 
-  auto tie() const { return std::tie(kind, m, k, n, lda, ldc, bias, activation, threads); }
+  auto tie() const { return std::tie(kind, m, k, n, lda, ldb, ldc, bias, activation, threads); }
   bool operator<(MatmulKey const& o) const { return tie() < o.tie(); }
 };
 

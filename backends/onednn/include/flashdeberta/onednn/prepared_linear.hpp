@@ -19,8 +19,10 @@
 #include <vector>
 
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/core/omp_threads_scope.hpp"
 #include "flashdeberta/core/weight_arena.hpp"
 #include "flashdeberta/onednn/linear_traits.hpp"
+#include "flashdeberta/onednn/matmul_primitive.hpp"
 #include "flashdeberta/onednn/onednn_runtime.hpp"
 #include "flashdeberta/onednn/row_conversion.hpp"
 #include "flashdeberta/policy/op_args.hpp"
@@ -40,26 +42,6 @@ inline std::shared_ptr<void> packed_storage(std::size_t bytes) {
   HostBlockCache::advise_huge_pages(p, rounded);  // advice only: without THP the pages stay 4 KiB
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
 }
-
-// A growing 64-byte-aligned block: one thread's oneDNN scratchpad.
-class ScratchBuffer {
- public:
-  void* at_least(std::size_t bytes) {
-    if (bytes > size_ || !data_) {
-      size_ = std::max<std::size_t>((bytes + 63) / 64 * 64, 64);
-      data_.reset(std::aligned_alloc(64, size_));
-      FLASHDEBERTA_REQUIRE(data_ != nullptr, "oneDNN scratchpad: cannot allocate " << size_ << " bytes");
-    }
-    return data_.get();
-  }
-
- private:
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
-  std::unique_ptr<void, Free> data_;
-  std::size_t size_ = 0;
-};
 
 class PreparedLinear {
  public:
@@ -83,8 +65,9 @@ class PreparedLinear {
           scales_[n] = peak > 0.0f ? peak / Traits::kLevels : 1.0f;
         }
       }
-      MatmulKey const key{Traits::kKind, kPackedForRows, k_, n_, k_, n_, false, -1, threads};
-      (void)packed_for(matmul_for<Traits>(key).weights, weight);
+      MatmulKey const key{
+          .kind = Traits::kKind, .m = kPackedForRows, .k = k_, .n = n_, .lda = k_, .ldc = n_, .threads = threads};
+      (void)packed_for(cached_matmul<Traits>(key).weights, weight, threads);
     });
   }
 
@@ -108,36 +91,15 @@ class PreparedLinear {
   }
 
  private:
-  using Tag = dnnl::memory::format_tag;
   using Dims = dnnl::memory::dims;
 
-  template <class Traits>
-  static CachedMatmul matmul_for(MatmulKey const& key) {
-    return MatmulCache::instance().get(key, [&] {
-      dnnl::memory::desc const src({key.m, key.k}, Traits::kSource, Dims{key.lda, 1});
-      dnnl::memory::desc const weights({key.k, key.n}, Traits::kWeights, Tag::any);
-      dnnl::memory::desc const dst({key.m, key.n}, Traits::kOutput, Dims{key.ldc, 1});
-      dnnl::primitive_attr attr;
-      // The caller's scratchpad, not the library's: the library one is shared by every primitive (oneDNN built
-      // without ONEDNN_ENABLE_CONCURRENT_EXEC, as Debian's is), so two threads running matmuls at once wrote
-      // over each other's partial sums (tests/python/test_threads.py caught logits off by 2.7).
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      if (key.activation >= 0) {
-        dnnl::post_ops ops;
-        ops.append_eltwise(1.0f, static_cast<dnnl::algorithm>(key.activation), 0.0f, 0.0f);
-        attr.set_post_ops(ops);
-      }
-      auto const desc =
-          key.bias ? dnnl::matmul::desc(src, weights,
-                                        dnnl::memory::desc({1, key.n}, dnnl::memory::data_type::f32, Tag::ab), dst)
-                   : dnnl::matmul::desc(src, weights, dst);
-      dnnl::matmul::primitive_desc const pd(desc, attr, cpu_engine());
-      return CachedMatmul{dnnl::matmul(pd), pd.weights_desc(), pd.scratchpad_desc()};
-    });
-  }
+  // Weight elements per thread of a packing reorder. Each parallel region wakes the team's sleeping workers,
+  // and on the 2-core EPYC VM packing tiny-en's 256 x 768 weights on 2 threads took 3-7 ms more per layer than
+  // on 1; a v3-base feed-forward weight (2.4 M elements) still gets 9 threads.
+  static constexpr std::int64_t kReorderElementsPerThread = std::int64_t{1} << 18;
 
   // The weight in `layout`, packed from `source` (N, K) float32 on first use.
-  dnnl::memory const& packed_for(dnnl::memory::desc const& layout, MatrixRef const& source) const {
+  dnnl::memory const& packed_for(dnnl::memory::desc const& layout, MatrixRef const& source, int threads) const {
     std::lock_guard const lock(mutex_);
     for (Packed const& p : packed_)
       if (p.layout == layout) return p.memory;
@@ -162,6 +124,8 @@ class PreparedLinear {
     std::shared_ptr<void> storage = packed_storage(layout.get_size());
     dnnl::memory to(layout, cpu_engine(), storage.get());
     dnnl::primitive_attr const attr;
+    OmpThreadsScope const team(
+        static_cast<int>(std::clamp<std::int64_t>(n_ * k_ / kReorderElementsPerThread, 1, threads)));
     dnnl::reorder(dnnl::reorder::primitive_desc(from, to, attr)).execute(thread_stream(), from, to);
     thread_stream().wait();
     packed_.push_back({layout, std::move(to), std::move(storage)});
@@ -183,29 +147,20 @@ class PreparedLinear {
       source.resize(static_cast<std::size_t>(m * k_));
       rows_to_bf16(g.a, source.data(), threads);
     }
-    std::int64_t const lda = kInPlace ? g.a.ld : k_;
-    void* const source_data = kInPlace ? g.a.data : static_cast<void*>(source.data());
     std::optional<dnnl::algorithm> const fused = Traits::kFusesEpilogue ? fused_activation(g.activation) : std::nullopt;
-    bool const fuse_bias = Traits::kFusesEpilogue && g.bias != nullptr;
-    MatmulKey const key{Traits::kKind, m, k_, n_, lda, g.out.ld, fuse_bias, fused ? static_cast<int>(*fused) : -1,
-                        threads};
-    CachedMatmul const matmul = matmul_for<Traits>(key);
-    dnnl::memory const& weights = packed_for(matmul.weights, g.b);
-    dnnl::memory src({{m, k_}, Traits::kSource, Dims{lda, 1}}, cpu_engine(), source_data);
-    dnnl::memory dst({{m, n_}, Traits::kOutput, Dims{g.out.ld, 1}}, cpu_engine(), g.out.data);
-    thread_local ScratchBuffer scratch;  // this thread's: calls on other threads never share it
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, src},
-        {DNNL_ARG_WEIGHTS, weights},
-        {DNNL_ARG_DST, dst},
-        {DNNL_ARG_SCRATCHPAD,
-         dnnl::memory(matmul.scratchpad, cpu_engine(), scratch.at_least(matmul.scratchpad.get_size()))}};
-    if (fuse_bias) {
-      args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, n_}, dnnl::memory::data_type::f32, Tag::ab}, cpu_engine(),
-                                               const_cast<void*>(g.bias)));
-    }
-    matmul.primitive.execute(thread_stream(), args);
-    thread_stream().wait();
+    MatmulKey const key{.kind = Traits::kKind,
+                        .m = m,
+                        .k = k_,
+                        .n = n_,
+                        .lda = kInPlace ? g.a.ld : k_,
+                        .ldc = g.out.ld,
+                        .bias = Traits::kFusesEpilogue && g.bias != nullptr,
+                        .activation = fused ? static_cast<int>(*fused) : -1,
+                        .threads = threads};
+    CachedMatmul const matmul = cached_matmul<Traits>(key);
+    dnnl::memory const& weights = packed_for(matmul.weights, g.b, threads);
+    execute_matmul(matmul, key, Traits::kSource, kInPlace ? g.a.data : static_cast<void const*>(source.data()), weights,
+                   g.bias, Traits::kOutput, g.out.data);
     auto const* bias = static_cast<float const*>(g.bias);
     if constexpr (Traits::kQuantized) {
       dequantize_rows(g.out, row_scales.data(), scales_.data(), bias, activate, threads);

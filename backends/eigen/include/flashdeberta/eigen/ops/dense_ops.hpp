@@ -15,6 +15,7 @@
 #include "flashdeberta/policy/op_args.hpp"
 
 #if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
+#include "flashdeberta/onednn/matmul_primitive.hpp"
 #include "flashdeberta/onednn/sgemm.hpp"
 #endif
 
@@ -75,8 +76,8 @@ inline void gemm_accumulate_f64(GemmArgs const& g, int threads) {
   apply_bias_activation(g.out, nullptr, g.activation, threads);
 }
 
-// out = act(alpha a . b^T + bias): the skinny kernel for few rows, else oneDNN's sgemm where `on_onednn` (float32
-// linear layers on oneDNN, EigenOptions::f32_linear) or Eigen.
+// out = act(alpha a . b^T + bias): the skinny kernel for few rows, else oneDNN where `on_onednn` (float32 linear
+// layers on oneDNN, EigenOptions::f32_linear: a matmul primitive on b where it lies, sgemm for alpha != 1) or Eigen.
 inline void gemm(GemmArgs const& g, int threads, [[maybe_unused]] bool on_onednn = false) {
   require_f32(g.a, "gemm input");
   require_f32(g.b, "gemm weight");
@@ -103,6 +104,11 @@ inline void gemm(GemmArgs const& g, int threads, [[maybe_unused]] bool on_onednn
   }
 #endif
 #if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
+  if (on_onednn && g.alpha == 1.0f) {
+    Activation const act = g.activation;
+    onednn::plain_gemm(g, threads, [act](float* row, std::int64_t cols) { activate_row(row, cols, act); });
+    return;
+  }
   if (on_onednn) {
     onednn::sgemm({g.a}, {g.b, true}, g.out, g.alpha, 0.0f);
   } else
