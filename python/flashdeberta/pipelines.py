@@ -148,20 +148,25 @@ class TokenClassificationPipeline(Pipeline):
         of one entity grouped, {"entity_group", "score", "word", "start", "end"}; "first", "average", "max":
         the same over whole words, each word labelled by its first token, its averaged scores or its best token.
         ignore_labels: the labels (entity groups) left out, default ["O"]. Each text is cut at the tokenizer's
-        model_max_length when it has one, as HF's pipeline cuts it."""
+        model_max_length when it has one, as HF's pipeline cuts it; with stride=N (less than model_max_length
+        less the 2 special tokens) a longer text runs whole instead, as windows of model_max_length tokens that
+        share N tokens with their neighbours, and the windows' entities are merged as HF merges them (of
+        entities that overlap, the longer, or the higher score of equal lengths). As HF, stride= is refused
+        with aggregation_strategy "none" given explicitly."""
+        strategy = "none" if aggregation_strategy is None else str(getattr(aggregation_strategy, "value",
+                                                                           aggregation_strategy))
         if stride is not None:
-            raise ValueError("stride= (HF's overlapping windows over a text longer than model_max_length) is not "
-                             "supported by flashdeberta's token-classification")
-        if aggregation_strategy is None:
-            aggregation_strategy = "none"
-        strategy = str(getattr(aggregation_strategy, "value", aggregation_strategy))
+            stride = integer(stride, "stride", 0, MAX_TOKENS)
+            if aggregation_strategy is not None and strategy.lower() == "none":
+                raise ValueError('`stride` was provided to process all the text but `aggregation_strategy="none"`, '
+                                 "please select another one instead (HF refuses it too)")
         if ignore_labels is None:
             ignore_labels = ["O"]
         elif isinstance(ignore_labels, str) or not isinstance(ignore_labels, (list, tuple, set, frozenset)):
             raise ValueError(f"ignore_labels must be a list of str, not {type(ignore_labels).__name__}")
         texts, single = text_list(inputs, "inputs")
         per_text = self._native.ner(texts, self._batch_size(batch_size), strategy,
-                                    str_items(list(ignore_labels), "ignore_labels"))
+                                    str_items(list(ignore_labels), "ignore_labels"), stride)
         return per_text[0] if single else per_text
 
 
@@ -293,7 +298,8 @@ def pipeline(task, model=None, tokenizer=None, *, device="cpu", dtype="float32",
         return_all_scores (deprecated form of top_k=None), function_to_apply ("default", "sigmoid", "softmax",
         "none"), truncation and max_length (HF's tokenizer arguments: cut instead of refusing a long text).
       token-classification: aggregation_strategy ("none", HF's default; "simple", "first", "average", "max"), ignore_labels
-        (["O"]); a text is cut at the tokenizer's model_max_length as HF cuts it.
+        (["O"]), stride (a longer text runs as overlapping windows instead of being cut at the tokenizer's
+        model_max_length).
       question-answering: top_k (1), max_answer_len (15), handle_impossible_answer (False), max_seq_len
         (min(model_max_length, 384)), doc_stride (min(max_seq_len // 2, 128)): a long context runs as
         overlapping windows, max_question_len (64, HF's slow tokenizers only), align_to_words (True).
@@ -303,8 +309,7 @@ def pipeline(task, model=None, tokenizer=None, *, device="cpu", dtype="float32",
 
     Calls: pipe(text) or pipe([texts]) (a generator streams: results come back as a generator); QA takes
     question=, context= (or the two as positional str, or {"question", "context"} dicts). What HF offers and
-    flashdeberta does not (token-classification stride=, tokenizer arguments other than truncation and
-    max_length) is refused naming it."""
+    flashdeberta does not (tokenizer arguments other than truncation and max_length) is refused naming it."""
     if task not in _TASKS:
         raise ValueError(f"task {task!r} is not one of {', '.join(sorted(_TASKS))}")
     if model is None:

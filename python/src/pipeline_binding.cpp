@@ -99,10 +99,12 @@ class Pipeline {
     });
   }
 
-  // Per text, its entities; each text cut as HF's pipeline cuts it (model_max_length_cut).
+  // Per text, its entities; each text cut as HF's pipeline cuts it (model_max_length_cut), or with a stride
+  // run as overlapping windows.
   py::object ner(std::vector<std::string> const& texts, std::size_t batch_size, std::string const& aggregation,
-                 std::vector<std::string> const& ignore_labels) const {
-    runtime::NerOptions options{.ignore_labels = ignore_labels, .truncate = pipeline_->model_max_length_cut()};
+                 std::vector<std::string> const& ignore_labels, std::optional<std::size_t> stride) const {
+    runtime::NerOptions options{
+        .ignore_labels = ignore_labels, .truncate = pipeline_->model_max_length_cut(), .stride = stride};
     try {
       options.aggregation = pipelines::parse_aggregation(aggregation);
     } catch (Error const& e) {
@@ -218,7 +220,7 @@ void bind_pipeline(py::module_& m) {
       .def("classify", &Pipeline::classify, py::arg("texts"), py::arg("pairs"), py::arg("top_k"),
            py::arg("function_to_apply"), py::arg("batch_size"), py::arg("max_length"), py::arg("truncation"))
       .def("ner", &Pipeline::ner, py::arg("texts"), py::arg("batch_size"), py::arg("aggregation_strategy"),
-           py::arg("ignore_labels"))
+           py::arg("ignore_labels"), py::arg("stride"))
       .def("answers", &Pipeline::answers, py::arg("question"), py::arg("context"), py::arg("top_k"),
            py::arg("max_answer_len"), py::arg("handle_impossible_answer"), py::arg("align_to_words"),
            py::arg("max_seq_len"), py::arg("doc_stride"))

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/pipelines/overflow_windows.hpp"
 #include "flashdeberta/runtime/pipeline.hpp"
 #include "flashdeberta/tokenizer/unicode.hpp"
 
@@ -134,9 +135,21 @@ std::vector<std::vector<pipelines::LabelScore>> Pipeline::classify(std::span<Tex
 std::vector<std::vector<pipelines::Entity>> Pipeline::ner(std::span<std::string const> texts, NerOptions const& options,
                                                           TaskRun const& run) const {
   tokenizer::Tokenizer const& tok = *tokenizer_;
+  // Every text's encodings: one, or its stride= windows; first_window[i] is text i's first.
   std::vector<tokenizer::Encoding> encodings;
-  for (std::size_t i = 0; i < texts.size(); ++i)
-    encodings.push_back(encode(texts[i], nullptr, run.names(i), run.limit, options.truncate));
+  std::vector<std::size_t> first_window;
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    first_window.push_back(encodings.size());
+    std::optional<std::int64_t> const max_length = tok.model_max_length();
+    if (!options.stride || !max_length || *max_length <= 0) {
+      encodings.push_back(encode(texts[i], nullptr, run.names(i), run.limit, options.truncate));
+      continue;
+    }
+    for (tokenizer::Encoding& window :
+         stride_windows(texts[i], static_cast<std::size_t>(*max_length), *options.stride, run.names(i), run.limit))
+      encodings.push_back(std::move(window));
+  }
+  first_window.push_back(encodings.size());
   if (texts.empty()) return {};
   std::vector<std::size_t> const sizes = sequence_sizes(encodings);
   HeadOutput const out = run.forward(encodings);
@@ -145,13 +158,47 @@ std::vector<std::vector<pipelines::Entity>> Pipeline::ner(std::span<std::string 
   auto const to_string = [&](std::span<std::string const> tokens) { return tok.tokens_to_string(tokens); };
   std::vector<std::vector<pipelines::Entity>> results;
   for (std::size_t i = 0; i < texts.size(); ++i) {
-    auto predictions = pipelines::token_predictions(encodings[i], logits[i], labels_.size());
     tokenizer::DecodedText const text = tokenizer::decode_utf8(texts[i], run.names(i));
-    auto const pre =
-        pipelines::gather_pre_entities(encodings[i], text.chars, std::move(predictions), tok.special_ids().unk);
-    results.push_back(pipelines::entities_of(pre, options.aggregation, labels_, options.ignore_labels, to_string));
+    std::vector<pipelines::Entity> entities;
+    for (std::size_t w = first_window[i]; w < first_window[i + 1]; ++w) {
+      auto predictions = pipelines::token_predictions(encodings[w], logits[w], labels_.size());
+      auto const pre =
+          pipelines::gather_pre_entities(encodings[w], text.chars, std::move(predictions), tok.special_ids().unk);
+      std::vector<pipelines::Entity> found =
+          pipelines::entities_of(pre, options.aggregation, labels_, options.ignore_labels, to_string);
+      entities.insert(entities.end(), std::make_move_iterator(found.begin()), std::make_move_iterator(found.end()));
+    }
+    if (first_window[i + 1] - first_window[i] > 1)
+      entities = pipelines::merge_overlapping_entities(std::move(entities));
+    results.push_back(std::move(entities));
   }
   return results;
+}
+
+std::vector<tokenizer::Encoding> Pipeline::stride_windows(std::string const& text, std::size_t max_length,
+                                                          std::size_t stride, std::string const& name,
+                                                          InputLimit const& limit) const {
+  if (stride >= max_length) {
+    throw UsageError("stride=" + std::to_string(stride) + " must be less than the tokenizer's model_max_length " +
+                     std::to_string(max_length) + " (or even lower: the special tokens take part of each window)");
+  }
+  require_text_bytes(text.size(), name, limit.read);
+  std::vector<tokenizer::Encoding> windows;
+  try {
+    windows =
+        pipelines::text_windows(*tokenizer_, text, max_length, stride, static_cast<std::size_t>(limit.read.tokens));
+  } catch (tokenizer::TokenLimitError const&) {
+    refuse_token_limit(name, limit.read);
+  } catch (Error const& error) {
+    std::string const what = error.what();
+    if (what.find("token classification:") != std::string::npos) throw UsageError(name + ": " + what);
+    throw InputError(InputError::Kind::kTokenizer, name + ": " + what);
+  }
+  for (tokenizer::Encoding const& w : windows) {
+    require_run_bound(w.size(), name, limit);
+    require_in_vocabulary(w, config_, name);
+  }
+  return windows;
 }
 
 Truncate Pipeline::model_max_length_cut() const {

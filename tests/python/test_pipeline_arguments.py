@@ -8,6 +8,7 @@ post-processing fed with the logits flashdeberta's own model returns (the model 
 in test_models.py), so the C++ grouping is cross-checked, not restated. HF's outputs for the new arguments
 come from make_pipeline_fixtures.py on a machine with transformers (expected_arguments.json, when present).
 """
+import json
 import warnings
 
 import numpy as np
@@ -112,7 +113,51 @@ def test_token_classification_ignore_labels_and_refusals(fd):
     with pytest.raises(ValueError, match="'mean' is not one of none, simple, first, average, max"):
         ner(NER_TEXTS[0], aggregation_strategy="mean")
     with pytest.raises(ValueError, match="stride"):
-        ner(NER_TEXTS[0], aggregation_strategy="first", stride=16)
+        ner(NER_TEXTS[0], aggregation_strategy="none", stride=16)
+
+
+STRIDE_MAX_LENGTH = 48  # pipeline_argument_cases.py: the tokenizer's model_max_length of the stride= cases
+
+
+def windowed_tokenizer(tmp_path):
+    """The fixtures' spm tokenizer with a model_max_length of STRIDE_MAX_LENGTH, where stride= windows a text."""
+    out = tmp_path / "spm-48"
+    out.mkdir()
+    for f in SPM.iterdir():
+        if f.is_file():
+            (out / f.name).write_bytes(f.read_bytes())
+    config = read_json(SPM / "tokenizer_config.json")
+    (out / "tokenizer_config.json").write_text(json.dumps({**config, "model_max_length": STRIDE_MAX_LENGTH}))
+    return out
+
+
+def test_token_classification_stride(fd, tmp_path):
+    ner = fd.pipeline("ner", model=str(PIPELINES / "ner"), tokenizer=str(windowed_tokenizer(tmp_path)), threads=1)
+    long_text = NER_TEXTS[1] + LONG_FILLER * 12
+    cut = ner(long_text, aggregation_strategy="simple")
+    whole = ner(long_text, aggregation_strategy="simple", stride=16)
+    assert max(e["end"] for e in whole) > max(e["end"] for e in cut)  # windows reach past the cut
+    assert max(e["end"] for e in whole) > len(long_text) - len(LONG_FILLER)
+    starts = [e["start"] for e in whole]
+    assert starts == sorted(starts) and all(a["end"] <= b["start"] for a, b in zip(whole, whole[1:]))
+    # A text that fits one window gives what it gives without stride.
+    assert ner(NER_TEXTS[1], aggregation_strategy="max", stride=8) == ner(NER_TEXTS[1], aggregation_strategy="max")
+    with pytest.raises(ValueError, match="stride=46 must be less than the 46 text tokens"):
+        ner(long_text, aggregation_strategy="simple", stride=46)
+    with pytest.raises(ValueError, match="model_max_length 48"):
+        ner(long_text, aggregation_strategy="simple", stride=48)
+    path = PIPELINES / "ner" / "expected_stride.json"
+    if not path.exists():
+        pytest.skip(f"{path.relative_to(PIPELINES.parents[2])}: not generated yet (make_pipeline_fixtures.py)")
+    doc = read_json(path)
+    assert doc["meta"]["model_max_length"] == STRIDE_MAX_LENGTH
+    for case in doc["inputs"]:
+        where = repr(case["input"])[:100]
+        if isinstance(case["output"], dict) and "error" in case["output"]:
+            with pytest.raises(ValueError):  # HF refused it
+                ner(**case["input"])
+            continue
+        assert_matches(ner(**case["input"]), case["output"], where)
 
 
 # --- text-classification -------------------------------------------------------------------------------

@@ -52,9 +52,9 @@ def test_question_answering_positional_and_refusals(fd):
     # HF's default is "none": every token on its own.
     assert ner(TEXTS[0], aggregation_strategy="none") == ner(TEXTS[0]) != ner(TEXTS[0], aggregation_strategy="simple")
     assert all("index" in entity for entity in ner(TEXTS[0]))
-    # What HF has and flashdeberta does not is refused naming it (test_pipeline_arguments.py: what it has).
+    # What HF refuses is refused naming it (test_pipeline_arguments.py: what it takes).
     with pytest.raises(ValueError, match="stride"):
-        ner(TEXTS[0], aggregation_strategy="first", stride=8)
+        ner(TEXTS[0], aggregation_strategy="none", stride=8)
     fill = fd.pipeline("fill-mask", model=PIPELINES / "fill_mask", tokenizer=SPM, threads=1)
     with pytest.raises(ValueError, match="not return_overflowing_tokens"):
         fill("Paris is [MASK].", tokenizer_kwargs={"return_overflowing_tokens": True})

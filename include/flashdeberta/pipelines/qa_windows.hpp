@@ -3,9 +3,8 @@
 //
 //   windows  tokenizer(question, context, truncation="only_second", max_length=max_seq_len,
 //            stride=doc_stride, return_overflowing_tokens=True): the question whole in every window, the
-//            context's tokens cut as the tokenizers library cuts an overflowing sequence: windows of L
-//            tokens (L = max_seq_len - the question - the special tokens) starting every L - doc_stride
-//            tokens, so that neighbours share doc_stride tokens, the last one ending with the context.
+//            context's tokens cut as the tokenizers library cuts an overflowing sequence
+//            (overflow_windows.hpp), L = max_seq_len - the question - the special tokens at a time.
 //   merge    every window's answers in window order; an answer whose text equals an earlier one's (Python's
 //            str.lower() on both) adds its score to that one instead of standing alone; the impossible
 //            answer {"score": the least null score of the windows, 0, 0, ""} joins when asked; then the
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "flashdeberta/core/error.hpp"
+#include "flashdeberta/pipelines/overflow_windows.hpp"
 #include "flashdeberta/pipelines/question_answering.hpp"
 #include "flashdeberta/pipelines/text_span.hpp"
 #include "flashdeberta/tokenizer/tokenizer_base.hpp"
@@ -54,12 +54,9 @@ inline std::vector<tokenizer::Encoding> question_context_windows(tokenizer::Toke
                                               << " holds with this question (HF's "
                                                  "tokenizer refuses it too)");
   std::vector<tokenizer::Encoding> windows;
-  for (std::size_t first = 0;; first += room - doc_stride) {
-    std::size_t const last = std::min(first + room, c.size());
-    tokenizer::TokenList part;
-    for (std::size_t t = first; t < last; ++t) part.push_back(c.ids[t], c.tokens[t], c.offsets[t], c.positions[t]);
+  for (auto const [first, last] : overflow_ranges(c.size(), room, doc_stride)) {
+    tokenizer::TokenList const part = token_range(c, first, last);
     windows.push_back(tokenizer::build_encoding(q, &part, tok.special_ids(), true));
-    if (last == c.size()) break;
   }
   return windows;
 }

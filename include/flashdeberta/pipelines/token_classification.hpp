@@ -13,6 +13,7 @@
 //   others) is in ignore_labels (default ["O"]) are dropped.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -208,6 +209,31 @@ inline std::vector<Entity> drop_ignored(std::vector<Entity> entities, std::span<
     return false;
   });
   return entities;
+}
+
+// HF's aggregate_overlapping_entities, applied to a text's entities when stride= cut it into more than one
+// window (overflow_windows.hpp): in order of start (a stable sort), an entity that starts inside the one kept
+// last replaces it when it is longer, or as long with a higher score, and is dropped otherwise.
+inline std::vector<Entity> merge_overlapping_entities(std::vector<Entity> entities) {
+  if (entities.empty()) return entities;
+  std::stable_sort(entities.begin(), entities.end(),
+                   [](Entity const& a, Entity const& b) { return a.start < b.start; });
+  std::vector<Entity> kept;
+  std::size_t previous = 0;
+  for (std::size_t i = 0; i < entities.size(); ++i) {  // from the first, as HF's loop: an empty first span stays twice
+    Entity const& entity = entities[i];
+    Entity const& before = entities[previous];
+    if (before.start <= entity.start && entity.start < before.end) {
+      std::int64_t const length = entity.end - entity.start;
+      std::int64_t const previous_length = before.end - before.start;
+      if (length > previous_length || (length == previous_length && entity.score > before.score)) previous = i;
+    } else {
+      kept.push_back(before);
+      previous = i;
+    }
+  }
+  kept.push_back(entities[previous]);
+  return kept;
 }
 
 // "simple" grouping of `predictions` with each entity's word from `decode(ids)` (Tokenizer::decode of its

@@ -62,6 +62,10 @@ struct NerOptions {
   pipelines::Aggregation aggregation = pipelines::Aggregation::kSimple;
   std::vector<std::string> ignore_labels = {"O"};
   Truncate truncate;  // HF's pipeline cuts at the tokenizer's model_max_length (Pipeline::model_max_length_cut)
+  // HF's stride=: a text longer than the tokenizer's model_max_length runs as overlapping windows sharing
+  // `stride` tokens (overflow_windows.hpp) instead of being cut, and the windows' entities are merged
+  // (merge_overlapping_entities).
+  std::optional<std::size_t> stride;
 };
 
 // question-answering: {score, start, end, answer}.
@@ -195,6 +199,9 @@ class Pipeline {
                              InputLimit const& limit, Truncate const& truncate = {}) const {
     return encode_input(*tokenizer_, config_, text, pair, name, limit, truncate);
   }
+  // token-classification's stride= windows of one text (NerOptions::stride), each checked as encode checks.
+  std::vector<tokenizer::Encoding> stride_windows(std::string const& text, std::size_t max_length, std::size_t stride,
+                                                  std::string const& name, InputLimit const& limit) const;
 
   ModelConfig config_;
   HeadKind head_ = HeadKind::kBase;
