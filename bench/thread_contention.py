@@ -4,7 +4,7 @@ thread count (every core) against `--threads 1`, alone and while one busy proces
 the OpenMP wait policies that matter.
 
   python3 bench/thread_contention.py [--cli build/bin/flashdeberta] [--model models/tiny-en-sections]
-      [--texts 256] [--runs 5] [--out bench/results/threads-<date>-host.md]
+      [--texts 256] [--runs 5] [--policies bounded,libgomp,passive] [--out bench/results/threads-<date>-host.md]
 
 Policies (each a set of environment variables for the CLI's process):
   bounded     none set: the CLI's own default (apps/cli/openmp_wait.cpp: GOMP_SPINCOUNT bounded)
@@ -17,7 +17,9 @@ taking turns run by run so that drifts of the machine touch all of them alike. T
 process per core spinning in a loop, started before and stopped after the busy runs.
 
 The issue's bar (issue 27): busy, the default (bounded) is no slower than --threads 1; quiet, no slower than
-before (every core, libgomp's spin).
+before (every core, libgomp's spin). Beside the medians, the runs' paired ratios (default over --threads 1 of
+the same round, which ran back to back) with a 90% bootstrap interval of their median: a bar met beyond the
+noise has the interval's upper end at or below 1.
 """
 import argparse
 import datetime
@@ -67,8 +69,16 @@ def busy_processes(count):
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
 
 
+def paired_ratio(default, one, draws=2000):
+    """The median of the runs' default / --threads 1 ratios and a 90% bootstrap interval of it."""
+    ratios = [d / o for d, o in zip(default, one)]
+    rng = random.Random(7)
+    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(draws))
+    return statistics.median(ratios), medians[int(0.05 * draws)], medians[int(0.95 * draws) - 1]
+
+
 def measure(args, stdin, load):
-    settings = [(policy, threads) for policy in POLICIES for threads in ("default", "1", ALL)]
+    settings = [(policy, threads) for policy in args.policies for threads in ("default", "1", ALL)]
     times = {s: [] for s in settings}
     spinners = busy_processes(os.cpu_count()) if load == "busy" else []
     try:
@@ -89,8 +99,14 @@ def main():
     parser.add_argument("--model", default=str(REPO / "models/tiny-en-sections"))
     parser.add_argument("--texts", type=int, default=256)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--policies", default=",".join(POLICIES),
+                        help="the wait policies to measure, comma separated (default: all)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    args.policies = [p for p in args.policies.split(",") if p]
+    unknown = [p for p in args.policies if p not in POLICIES]
+    if unknown:
+        sys.exit(f"--policies: {', '.join(unknown)} not among {', '.join(POLICIES)}")
     stdin = texts(args.texts)
     timed(args.cli, args.model, "default", "bounded", stdin)  # the page cache
     results = {load: measure(args, stdin, load) for load in ("quiet", "busy")}
@@ -99,18 +115,21 @@ def main():
              f"Machine: {machine()}. CLI: {args.cli} (commit {commit_of(REPO)}). Model: {args.model}; "
              f"`classify` of {args.texts} texts from stdin, wall time of the command in ms over {args.runs} runs "
              "(median, min-max). Busy: one spinning Python process per core.", "",
-             f"| load | policy | default threads | --threads 1 | --threads {ALL} | default / 1 | default / {ALL} |",
-             "|---|---|---|---|---|---|---|"]
+             f"| load | policy | default threads | --threads 1 | --threads {ALL} | default / 1 | default / {ALL} | "
+             "paired default / 1 (90% interval) |",
+             "|---|---|---|---|---|---|---|---|"]
 
     def cell(t):
         return f"{statistics.median(t):.0f} ({min(t):.0f}-{max(t):.0f})"
 
     for load, times in results.items():
-        for policy in POLICIES:
+        for policy in args.policies:
             d, one, every = times[(policy, "default")], times[(policy, "1")], times[(policy, ALL)]
+            ratio, low, high = paired_ratio(d, one)
             lines.append(f"| {load} | {policy} | {cell(d)} | {cell(one)} | {cell(every)} | "
                          f"{statistics.median(d) / statistics.median(one):.2f} | "
-                         f"{statistics.median(d) / statistics.median(every):.2f} |")
+                         f"{statistics.median(d) / statistics.median(every):.2f} | "
+                         f"{ratio:.3f} ({low:.3f}-{high:.3f}) |")
     report = "\n".join(lines) + "\n"
     print(report)
     if args.out:

@@ -6,9 +6,9 @@
 //
 // The measure, over the last kWindow: the busy time of the cores this process may run on (/proc/stat's per-CPU
 // lines, the CPUs of sched_getaffinity) less this process's own CPU time (CLOCK_PROCESS_CPUTIME_ID), in cores;
-// the free cores are the rest, rounded to the nearest whole core, at least one. Its own threads never count
-// against it, so a process alone on the machine keeps every core. Where /proc/stat cannot be read, nothing
-// changes: every core.
+// the free cores are the rest, a core counting where at least kFreeShare of it is left (at least one). Its own
+// threads never count against it, so a process alone on the machine keeps every core. Where /proc/stat cannot be
+// read, nothing changes: every core.
 #pragma once
 
 #include <sched.h>
@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -34,11 +35,26 @@ class FreeCores {
   // is short, so that the first operations after a load (which takes longer) already see the load's window.
   static constexpr std::chrono::milliseconds kWindow{200};
   static constexpr std::chrono::milliseconds kFirstWindow{20};
+  // The share of a core that must be left for it to count as free. A core others use part of the time still
+  // deschedules the team member on it at every barrier; and with a busy process per core this process's own
+  // share makes the others' measure fall below the cores (2 cores, 3 runnable threads: 1.33 cores for them),
+  // which rounding to the nearest core counted as one free core (bench/results/threads-2026-12-07-host.md).
+  static constexpr double kFreeShare = 0.75;
 
+  // Until the first window has passed, the count comes from /proc/stat's procs_running (the threads running or
+  // waiting for a CPU now, this one among them), shared out over the machine's CPUs: a load's first parallel
+  // regions, on a machine other processes keep busy, would otherwise wait at every barrier for a descheduled
+  // member of a team of every core.
   explicit FreeCores(int cores) : cores_(std::max(1, cores)), free_(cores_) {
     if (auto const sample = take()) {
       last_ = *sample;
       due_.store((last_.at + kFirstWindow).time_since_epoch().count(), std::memory_order_relaxed);
+      long const online = ::sysconf(_SC_NPROCESSORS_ONLN);
+      if (sample->running > 0 && online > 0) {
+        double const others = static_cast<double>(sample->running - 1) * cores_ / static_cast<double>(online);
+        int const free = whole_cores(static_cast<double>(cores_) - others);
+        free_.store(std::clamp(free, 1, cores_), std::memory_order_relaxed);
+      }
     }
   }
 
@@ -60,7 +76,10 @@ class FreeCores {
     Clock::time_point at;
     double busy_s = 0.0;     // of this process's CPUs, everyone's
     double process_s = 0.0;  // this process's
+    long running = 0;        // procs_running: the machine's threads running or runnable now (0: not read)
   };
+
+  static int whole_cores(double left) { return static_cast<int>(std::floor(left + (1.0 - kFreeShare))); }
 
   void refresh() {
     std::optional<Sample> const next = take();
@@ -72,7 +91,7 @@ class FreeCores {
     double const others = (next->busy_s - last_.busy_s - (next->process_s - last_.process_s)) / wall;
     last_ = *next;
     due_.store((last_.at + kWindow).time_since_epoch().count(), std::memory_order_relaxed);
-    int const free = static_cast<int>(std::lround(static_cast<double>(cores_) - std::max(0.0, others)));
+    int const free = whole_cores(static_cast<double>(cores_) - std::max(0.0, others));
     free_.store(std::clamp(free, 1, cores_), std::memory_order_relaxed);
   }
 
@@ -92,6 +111,10 @@ class FreeCores {
     std::uint64_t busy = 0;
     int seen = 0;
     while (std::fgets(line, sizeof line, stat) != nullptr) {
+      if (std::strncmp(line, "procs_running ", 14) == 0) {
+        s.running = std::strtol(line + 14, nullptr, 10);
+        continue;
+      }
       int cpu_index = 0;
       unsigned long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
       // "cpu3 user nice system idle iowait irq softirq steal ..."; the first line ("cpu ") is the total.
