@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -124,6 +126,42 @@ TEST_CASE("HF fixtures through EigenPolicy with bf16 and int8 linear layers") {
                          << absolute);
       CHECK(relative <= bound(dtype));
       CHECK(relative > 1e-5);
+    }
+  }
+}
+
+// A float32 linear layer keeps only oneDNN's packed copy (LinearWeight lets its weight go): every later call, at
+// any row count and on a policy of another thread count (whose primitive may ask for another layout, packed then
+// from the first copy), multiplies by the same weight.
+TEST_CASE("a float32 linear layer on oneDNN runs from its packed copy alone") {
+  constexpr std::int64_t kN = 96, kK = 80;
+  std::vector<float> weight(kN * kK), bias(kN);
+  for (std::size_t i = 0; i < weight.size(); ++i) weight[i] = static_cast<float>((i * 37 % 101) - 50) / 64.0f;
+  for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i % 7) / 8.0f - 0.4f;
+  fd::EigenPolicy const packing(2);
+  fd::EigenPolicy::PreparedLinear const prepared =
+      packing.prepare_linear(fd::matrix_ref(weight.data(), fd::DType::kF32, kN, kK));
+  REQUIRE(packing.prepared_holds_weight(prepared));
+  for (int threads : {1, 2, 3}) {
+    fd::EigenPolicy const policy(threads);
+    for (std::int64_t m : {1, 5, 64, 300}) {
+      std::vector<float> a(static_cast<std::size_t>(m * kK)), out(static_cast<std::size_t>(m * kN));
+      for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>((i * 13 % 29) - 14) / 16.0f;
+      policy.gemm({.a = fd::matrix_ref(a.data(), fd::DType::kF32, m, kK),
+                   .bias = bias.data(),
+                   .out = fd::matrix_ref(out.data(), fd::DType::kF32, m, kN)},
+                  prepared);
+      double worst = 0.0;
+      for (std::int64_t r = 0; r < m; ++r) {
+        for (std::int64_t n = 0; n < kN; ++n) {
+          double sum = bias[n];
+          for (std::int64_t k = 0; k < kK; ++k) sum += double(a[r * kK + k]) * weight[n * kK + k];
+          worst = std::max(worst, std::abs(sum - out[r * kN + n]));
+        }
+      }
+      CAPTURE(threads);
+      CAPTURE(m);
+      CHECK(worst < 1e-4);
     }
   }
 }

@@ -34,9 +34,10 @@ class AttentionBlock {
     std::int64_t const a = c.all_head_size();
     std::int64_t const d = c.head_size;
     std::vector<float> bias(static_cast<std::size_t>(3 * a), 0.0f);
+    Matrix qkv;  // (3A, H), prepared into qkv_ once the relative tables are projected (they may read its rows)
     if constexpr (V::kFusedInProj) {
       // v1: in_proj rows interleave per head as [q_h; k_h; v_h] (spec 4.1); k has no bias.
-      qkv_ = {w.policy(), w.matrix(self + "in_proj.weight", 3 * a, h)};
+      qkv = w.matrix(self + "in_proj.weight", 3 * a, h);
       std::vector<float> const q_bias = w.read(self + "q_bias", {a});
       std::vector<float> const v_bias = w.read(self + "v_bias", {a});
       for (std::int64_t head = 0; head < c.num_heads; ++head) {
@@ -51,18 +52,19 @@ class AttentionBlock {
       char const* const parts[] = {"query_proj", "key_proj", "value_proj"};
       auto const rows = static_cast<std::size_t>(a);
       auto const part_size = static_cast<std::size_t>(a * h);
-      qkv_ = {w.policy(), w.staged(3 * a, h, [&](std::span<float> weight) {
-                for (std::size_t i = 0; i < 3; ++i)
-                  w.read_into(self + parts[i] + ".weight", {a, h}, weight.subspan(i * part_size, part_size));
-              })};
+      qkv = w.staged(3 * a, h, [&](std::span<float> weight) {
+        for (std::size_t i = 0; i < 3; ++i)
+          w.read_into(self + parts[i] + ".weight", {a, h}, weight.subspan(i * part_size, part_size));
+      });
       for (std::size_t i = 0; i < 3; ++i)
         w.read_into(self + parts[i] + ".bias", {a}, std::span<float>(bias).subspan(i * rows, rows));
     }
     qkv_bias_ = w.policy().upload(std::span<float const>(bias), w.policy().compute_dtype());
+    if (c.has_position_terms()) project_relative_tables(w, self, *rel, qkv.ref());
+    qkv_ = {w.policy(), std::move(qkv)};
     out_ = {w.policy(), w.matrix(output + "dense.weight", h, a)};
     out_bias_ = w.vector(output + "dense.bias", h);
     norm_ = LayerNormParams<P>(w, output + "LayerNorm", h, c.layer_norm_eps);
-    if (c.has_position_terms()) project_relative_tables(w, self, *rel);
   }
 
   // The relative part of this layer's attention arguments (empty tables without position terms).
@@ -111,7 +113,9 @@ class AttentionBlock {
  private:
   // Kr = T . Wk^T (+ bk), Qr = T . Wq^T + bq over the (LayerNorm'ed) relative table (spec 4.1, 4.2), each (2k, A),
   // in the memory of the weights (allocate_weight).
-  void project_relative_tables(WeightLoader<P> const& w, std::string const& self, RelativeContext<P> const& rel) {
+  // `stacked`: the layer's (3A, H) q/k/v weight.
+  void project_relative_tables(WeightLoader<P> const& w, std::string const& self, RelativeContext<P> const& rel,
+                               MatrixRef const& stacked) {
     std::int64_t const h = config_.hidden_size;
     std::int64_t const a = config_.all_head_size();
     std::int64_t const rows = rel.table.rows;
@@ -133,7 +137,6 @@ class AttentionBlock {
     } else if (config_.share_att_key) {
       // The key and query projections are rows [A, 2A) and [0, A) of the stacked q/k/v weight and bias, loaded
       // once already.
-      MatrixRef const stacked = qkv_.ref();
       auto const bias_rows = [&](std::int64_t first) {
         return static_cast<void const*>(static_cast<char const*>(qkv_bias_.data()) +
                                         first * static_cast<std::int64_t>(dtype_size(qkv_bias_.dtype())));

@@ -18,6 +18,15 @@ concept PreparesLinearWeights = requires(P const& p, MatrixRef const& weight, Ge
   p.gemm(args, prepared);
 };
 
+// prepared_holds_weight(prepared): whether the prepared form alone runs every later gemm (oneDNN's packed float32
+// weight, which can be packed again into another layout from itself), so that the layer may let its weight go:
+// a weight converted at load (a float16 checkpoint's) then holds its memory only while it is packed.
+template <class P>
+concept PreparedLinearHoldsWeight = PreparesLinearWeights<P> &&
+    requires(P const& p, typename P::PreparedLinear const& prepared) {
+  { p.prepared_holds_weight(prepared) } -> std::same_as<bool>;
+};
+
 // What a linear layer keeps of prepare_linear: the policy's type, or nothing.
 template <class P>
 struct PreparedLinearOf {

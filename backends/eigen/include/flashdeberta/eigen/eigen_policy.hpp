@@ -104,6 +104,9 @@ class EigenPolicy {
   using PreparedLinear = eigen_detail::PreparedLinear;
   PreparedLinear prepare_linear(MatrixRef const& weight) const;
   void gemm(GemmArgs const& args, PreparedLinear const& prepared) const;
+  // Whether `prepared` runs every later gemm by itself: oneDNN's float32 packing, which packs another layout from
+  // its own copy; bf16 and int8 pack other layouts from the float32 weight, which the layer then keeps.
+  bool prepared_holds_weight(PreparedLinear const& prepared) const;
   void layer_norm(LayerNormArgs const& args) const;
   void embedding(EmbeddingArgs const& args) const;
   void conv1d(Conv1dArgs const& args) const;

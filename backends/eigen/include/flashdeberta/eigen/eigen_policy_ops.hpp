@@ -60,6 +60,15 @@ FLASHDEBERTA_EIGEN_OPS_LINKAGE EigenPolicy::PreparedLinear EigenPolicy::prepare_
   return eigen_detail::prepare_linear(weight, linear_dtype_, f32_on_onednn_, threads);
 }
 
+FLASHDEBERTA_EIGEN_OPS_LINKAGE bool EigenPolicy::prepared_holds_weight(
+    [[maybe_unused]] PreparedLinear const& prepared) const {
+#if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
+  return prepared && prepared->packs_from_itself();
+#else
+  return false;
+#endif
+}
+
 FLASHDEBERTA_EIGEN_OPS_LINKAGE void EigenPolicy::gemm(GemmArgs const& args, PreparedLinear const& prepared) const {
   int const threads = active_threads();
   eigen_detail::OmpThreadsScope const scope(threads);

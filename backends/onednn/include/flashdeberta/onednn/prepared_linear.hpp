@@ -72,6 +72,9 @@ class PreparedLinear {
   }
 
   DType dtype() const { return dtype_; }
+  // Whether a layout not packed yet is packed from the first packed copy (float32: a plain reorder), so that
+  // run() needs no source weight (g.b may be empty); bf16 and int8 pack from the float32 source.
+  bool packs_from_itself() const { return dtype_ == DType::kF32; }
   std::int64_t rows() const { return n_; }
   std::int64_t cols() const { return k_; }
   std::vector<float> const& channel_scales() const { return scales_; }  // int8: (N); empty for bf16
@@ -80,8 +83,9 @@ class PreparedLinear {
   // source of a layout not packed yet). `activate(row, cols)` applies g.activation in place where oneDNN did not.
   template <class Activate>
   void run(GemmArgs const& g, int threads, Activate const& activate) const {
-    FLASHDEBERTA_REQUIRE(g.a.dtype == DType::kF32 && g.out.dtype == DType::kF32 && g.a.cols == k_ && g.b.rows == n_ &&
-                             g.b.cols == k_ && g.out.rows == g.a.rows && g.out.cols == n_,
+    bool const source_fits = g.b.empty() ? packs_from_itself() : g.b.rows == n_ && g.b.cols == k_;
+    FLASHDEBERTA_REQUIRE(g.a.dtype == DType::kF32 && g.out.dtype == DType::kF32 && g.a.cols == k_ && source_fits &&
+                             g.out.rows == g.a.rows && g.out.cols == n_,
                          "oneDNN " << dtype_name(dtype_) << " linear (" << n_ << ", " << k_ << "): a float32 input of "
                                    << k_ << " columns and a float32 (M, " << n_ << ") output are needed, got a ("
                                    << g.a.rows << ", " << g.a.cols << ") " << dtype_name(g.a.dtype) << ", out ("
@@ -99,7 +103,7 @@ class PreparedLinear {
   static constexpr std::int64_t kReorderElementsPerThread = std::int64_t{1} << 18;
 
   // The weight in `layout`, packed from `source` (N, K) float32 on first use.
-  dnnl::memory const& packed_for(dnnl::memory::desc const& layout, MatrixRef const& source, int threads) const {
+  dnnl::memory packed_for(dnnl::memory::desc const& layout, MatrixRef const& source, int threads) const {
     std::lock_guard const lock(mutex_);
     for (Packed const& p : packed_)
       if (p.layout == layout) return p.memory;
@@ -107,7 +111,12 @@ class PreparedLinear {
     // the s8 x s8 compensation the packed layout carries (oneDNN 2.6 has no reorder that does both from float32).
     std::vector<std::int8_t> quantized;
     dnnl::memory from;
-    if (scales_.empty()) {
+    if (source.empty()) {
+      FLASHDEBERTA_REQUIRE(packs_from_itself() && !packed_.empty(),
+                           "oneDNN " << dtype_name(dtype_) << " linear (" << n_ << ", " << k_
+                                     << "): a new layout needs the source weight, and none was given");
+      from = packed_.front().memory;
+    } else if (scales_.empty()) {
       from = dnnl::memory({{k_, n_}, dnnl::memory::data_type::f32, Dims{1, source.ld}}, cpu_engine(), source.data);
     } else {
       quantized.resize(static_cast<std::size_t>(n_ * k_));
@@ -158,7 +167,7 @@ class PreparedLinear {
                         .activation = fused ? static_cast<int>(*fused) : -1,
                         .threads = threads};
     CachedMatmul const matmul = cached_matmul<Traits>(key);
-    dnnl::memory const& weights = packed_for(matmul.weights, g.b, threads);
+    dnnl::memory const weights = packed_for(matmul.weights, g.b, threads);
     execute_matmul(matmul, key, Traits::kSource, kInPlace ? g.a.data : static_cast<void const*>(source.data()), weights,
                    g.bias, Traits::kOutput, g.out.data);
     auto const* bias = static_cast<float const*>(g.bias);
