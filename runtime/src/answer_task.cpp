@@ -35,22 +35,12 @@ std::vector<Answer> Pipeline::answers(std::string const& question, std::string c
   if (blank(context)) throw InputError(InputError::Kind::kInvalid, name + ": the context is empty");
   require_text_bytes(question.size() + context.size(), name, run.limit.read);
 
-  std::vector<tokenizer::Encoding> windows;
-  try {
-    windows = pipelines::question_context_windows(*tokenizer_, question, context, max_seq_len, doc_stride,
-                                                  static_cast<std::size_t>(run.limit.read.tokens));
-  } catch (tokenizer::TokenLimitError const&) {
-    refuse_token_limit(name, run.limit.read);
-  } catch (Error const& error) {
-    // A question too long for max_seq_len, or a doc_stride the windows cannot take: the call's settings.
-    std::string const what = error.what();
-    if (what.find("question answering:") != std::string::npos) throw UsageError(name + ": " + what);
-    throw InputError(InputError::Kind::kTokenizer, name + ": " + what);
-  }
-  for (tokenizer::Encoding const& w : windows) {
-    require_run_bound(w.size(), name, run.limit);
-    require_in_vocabulary(w, config_, name);
-  }
+  // A question too long for max_seq_len, or a doc_stride the windows cannot take: the call's settings.
+  std::vector<tokenizer::Encoding> windows =
+      checked_windows(name, run.limit, config_, "question answering:", [&](std::size_t token_limit) {
+        return pipelines::question_context_windows(*tokenizer_, question, context, max_seq_len, doc_stride,
+                                                   token_limit);
+      });
   std::vector<std::size_t> const sizes = sequence_sizes(windows);
   HeadOutput const out = run.forward(windows);
   std::vector<std::vector<float>> const start = rows_by_sequence(out["start_logits"], sizes);

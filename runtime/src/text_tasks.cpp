@@ -138,10 +138,12 @@ std::vector<std::vector<pipelines::Entity>> Pipeline::ner(std::span<std::string 
   // Every text's encodings: one, or its stride= windows; first_window[i] is text i's first.
   std::vector<tokenizer::Encoding> encodings;
   std::vector<std::size_t> first_window;
+  // HF windows only where the tokenizer has a model_max_length; without one stride= changes nothing.
+  std::optional<std::int64_t> const max_length = tok.model_max_length();
+  bool const windowed = options.stride && max_length && *max_length > 0;
   for (std::size_t i = 0; i < texts.size(); ++i) {
     first_window.push_back(encodings.size());
-    std::optional<std::int64_t> const max_length = tok.model_max_length();
-    if (!options.stride || !max_length || *max_length <= 0) {
+    if (!windowed) {
       encodings.push_back(encode(texts[i], nullptr, run.names(i), run.limit, options.truncate));
       continue;
     }
@@ -183,22 +185,9 @@ std::vector<tokenizer::Encoding> Pipeline::stride_windows(std::string const& tex
                      std::to_string(max_length) + " (or even lower: the special tokens take part of each window)");
   }
   require_text_bytes(text.size(), name, limit.read);
-  std::vector<tokenizer::Encoding> windows;
-  try {
-    windows =
-        pipelines::text_windows(*tokenizer_, text, max_length, stride, static_cast<std::size_t>(limit.read.tokens));
-  } catch (tokenizer::TokenLimitError const&) {
-    refuse_token_limit(name, limit.read);
-  } catch (Error const& error) {
-    std::string const what = error.what();
-    if (what.find("token classification:") != std::string::npos) throw UsageError(name + ": " + what);
-    throw InputError(InputError::Kind::kTokenizer, name + ": " + what);
-  }
-  for (tokenizer::Encoding const& w : windows) {
-    require_run_bound(w.size(), name, limit);
-    require_in_vocabulary(w, config_, name);
-  }
-  return windows;
+  return checked_windows(name, limit, config_, "token classification:", [&](std::size_t token_limit) {
+    return pipelines::text_windows(*tokenizer_, text, max_length, stride, token_limit);
+  });
 }
 
 Truncate Pipeline::model_max_length_cut() const {

@@ -164,4 +164,29 @@ void require_text_bytes(std::size_t bytes, std::string const& name, TokenBound c
 // for a task that cuts on its own).
 void require_run_bound(std::size_t tokens, std::string const& name, InputLimit const& limit);
 
+// The windows `cut(token_limit)` makes of a task's text (question answering's, token classification's stride=),
+// refused as encode_input refuses a text: tokenizing past limit.read; an Error whose message holds
+// `settings_prefix` (the call's settings, e.g. a stride the windows cannot take) as a UsageError, any other as the
+// tokenizer's InputError; then each window past limit.run or outside the vocabulary.
+template <class Cut>
+std::vector<tokenizer::Encoding> checked_windows(std::string const& name, InputLimit const& limit,
+                                                 ModelConfig const& config, std::string const& settings_prefix,
+                                                 Cut&& cut) {
+  std::vector<tokenizer::Encoding> windows;
+  try {
+    windows = cut(static_cast<std::size_t>(limit.read.tokens));
+  } catch (tokenizer::TokenLimitError const&) {
+    refuse_token_limit(name, limit.read);
+  } catch (Error const& error) {
+    std::string const what = error.what();
+    if (what.find(settings_prefix) != std::string::npos) throw UsageError(name + ": " + what);
+    throw InputError(InputError::Kind::kTokenizer, name + ": " + what);
+  }
+  for (tokenizer::Encoding const& w : windows) {
+    require_run_bound(w.size(), name, limit);
+    require_in_vocabulary(w, config, name);
+  }
+  return windows;
+}
+
 }  // namespace flashdeberta::runtime
