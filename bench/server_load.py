@@ -128,8 +128,8 @@ class Server:
         _, text = self.get("/metrics")
         values = {}
         for line in text.splitlines():
-            if line and not line.startswith("#") and "{" not in line:
-                name, value = line.split()
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)  # a labelled sample keeps its labels in the name
                 values[name] = float(value)
         return values
 
@@ -204,11 +204,20 @@ def measure(server, lines, concurrency, args):
     latencies.sort()
     delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
     batches = delta.get("flashdeberta_batch_size_count", 0.0)
+
+    def mean_ms(histogram, labels=""):
+        count = delta.get(histogram + "_count" + labels, 0.0)
+        return 1000 * delta.get(histogram + "_sum" + labels, 0.0) / count if count else float("nan")
+
     return {
         "concurrency": concurrency,
         "requests_per_s": len(latencies) / args.seconds,
         "p50_ms": 1000 * statistics.median(latencies) if latencies else float("nan"),
         "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] if latencies else float("nan"),
+        "mean_ms": 1000 * statistics.fmean(latencies) if latencies else float("nan"),
+        "handler_ms": mean_ms("flashdeberta_request_duration_seconds", '{route="/predict"}'),
+        "queue_ms": mean_ms("flashdeberta_queue_duration_seconds"),
+        "forward_ms": mean_ms("flashdeberta_forward_duration_seconds"),
         "tokens_per_s": delta.get("flashdeberta_tokens_total", 0.0) / args.seconds,
         "mean_batch": delta.get("flashdeberta_batch_size_sum", 0.0) / batches if batches else float("nan"),
         "errors": len(errors),
@@ -276,6 +285,18 @@ def main():
         report.append(f"| {r['concurrency']} | {r['requests_per_s']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
                       f"{r['tokens_per_s']:.0f} | {r['mean_batch']:.1f} | "
                       f"{100 * r['tokens_per_s'] / cli_tokens_per_s:.0f}% | {r['errors']} |")
+    report += [
+        "",
+        "Where a request's time goes (means over the same window; the server's from its /metrics histograms): "
+        "the handler runs from the parsed request to its rendered answer (JSON, tokens, queue, forward); the rest "
+        "is the HTTP layer and the client (Python's http.client) on either side of it.",
+        "",
+        "| clients | client mean ms | handler ms | queue ms | forward ms (per batch) | client - handler ms |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        report.append(f"| {r['concurrency']} | {r['mean_ms']:.3f} | {r['handler_ms']:.3f} | {r['queue_ms']:.3f} | "
+                      f"{r['forward_ms']:.3f} | {r['mean_ms'] - r['handler_ms']:.3f} |")
     report.append("")
     text = "\n".join(report)
     print(text)
