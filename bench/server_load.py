@@ -18,6 +18,9 @@ on the same texts (the batching efficiency).
    Requests/s, p50/p99 latency (client side), tokens/s (the server's flashdeberta_tokens_total over the
    window), the mean batch (sequences per forward, from /metrics), and the efficiency: server tokens/s over
    the CLI's.
+4. Where a request's time goes: the clients' mean latency beside the server's own means over the same window
+   (its /metrics histograms: the /predict handler, from the parsed request to the rendered answer; the queue;
+   the forward); their difference is the HTTP layer and the client on either side of the handler.
 
 The clients run on the same machine as the server: on a host with few cores they take CPU from it (the
 report says how many cores there are). Prints a Markdown report and writes it to --out.
