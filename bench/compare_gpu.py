@@ -78,16 +78,28 @@ def hf_eager(batch, length):
 
 
 def ours_by_shape(path):
-    """{(family, B, L): (ms, peak_MiB)} from Google Benchmark's JSON (manual time, ms)."""
+    """{(family, B, L): (ms, peak_MiB)} from Google Benchmark's JSON (manual time, ms): the median aggregate of each
+    shape's repetitions (bench_gpu --benchmark_repetitions=N, as run_on_device.sh's bench step runs it). A file
+    without repetitions has no aggregates: its single run (the mean over its iterations) is refused rather than
+    reported as a median."""
     with open(path) as f:
         doc = json.load(f)
-    out = {}
+    out, single = {}, set()
     for run in doc["benchmarks"]:
-        if run.get("run_type") == "aggregate" or run.get("error_occurred"):
+        if run.get("error_occurred"):
             continue
-        m = re.match(r"(attention|whole_model)/B:(\d+)/L:(\d+)", run["name"])
-        if m:
-            out[(m.group(1), int(m.group(2)), int(m.group(3)))] = (run["real_time"], run.get("peak_MiB", 0.0))
+        m = re.match(r"(attention|whole_model)/B:(\d+)/L:(\d+)", run.get("run_name", run["name"]))
+        if not m:
+            continue
+        key = (m.group(1), int(m.group(2)), int(m.group(3)))
+        if run.get("run_type") == "aggregate":
+            if run.get("aggregate_name") == "median":
+                out[key] = (run["real_time"], run.get("peak_MiB", 0.0))
+        else:
+            single.add(key)
+    if single - set(out):
+        raise SystemExit(f"{path}: no median aggregate for {sorted(single - set(out))}; run bench_gpu with "
+                         "--benchmark_repetitions=5 (or more) so that each shape has one")
     return out
 
 

@@ -78,7 +78,7 @@ import pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-rs', 'tes
       ;;
     bench)
       step bench_gpu 420 env FLASHDEBERTA_BENCH_DIR=/tmp "$bundle/bin/bench_gpu" --benchmark_out="$out/bench_gpu.json" \
-        --benchmark_out_format=json
+        --benchmark_out_format=json --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
       step compare 300 python3 bench/compare_gpu.py --ours "$out/bench_gpu.json" \
         --out "$out/gpu-$(date +%F).md" --commit "${FLASHDEBERTA_COMMIT:-unknown}"
       cat "$out/gpu-$(date +%F).md"
