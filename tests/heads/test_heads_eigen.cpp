@@ -17,6 +17,25 @@ TEST_CASE("heads: HF fixtures from pytorch_model.bin through EigenPolicy") {
   flashdeberta::testing::run_head_torch_bin_suite(flashdeberta::EigenPolicy(2));
 }
 
+// The shipped masked LM stores float16: its backbone keeps the word table as stored (the embedding op widens the
+// rows it gathers), and the tied decoder multiplies by a float32 copy of its own; logits equal, bit for bit, those
+// of a load that converts every weight (zero_copy off).
+TEST_CASE("heads: a float16 masked LM keeps its word table as stored and ties a converted copy") {
+  namespace fd = flashdeberta;
+  std::filesystem::path const dir =
+      std::filesystem::path(FLASHDEBERTA_FIXTURE_DIR).parent_path().parent_path() / "models" / "tiny-en";
+  fd::EigenPolicy const policy(2);
+  auto const lent = fd::DebertaV3ForMaskedLM<fd::EigenPolicy>::load(policy, dir);
+  auto const copied =
+      fd::DebertaV3ForMaskedLM<fd::EigenPolicy>::load(policy, dir, {.checkpoint = {.zero_copy = false}});
+  CHECK(lent.backbone().word_embeddings().dtype == fd::DType::kF16);
+  CHECK(copied.backbone().word_embeddings().dtype == fd::DType::kF32);
+  fd::Batch const batch = fd::Batch::from_sequences({{1, 260, 4, 99, 3, 2}, {1, 44, 2}});
+  fd::HeadOutput const a = lent.forward_to_host(batch);
+  fd::HeadOutput const b = copied.forward_to_host(batch);
+  CHECK(a["logits"].values == b["logits"].values);
+}
+
 #if FLASHDEBERTA_WITH_HDF5
 TEST_CASE("heads: ZeroModels checkpoints through EigenPolicy") {
   flashdeberta::testing::run_zeromodels_suite(flashdeberta::EigenPolicy(2));

@@ -123,6 +123,18 @@ class HeadWeights {
                 << (present.empty() ? std::string("it holds no head tensors") : "head tensors: " + present) << ")");
   }
 
+  // The backbone's word embeddings (V, E) in the compute dtype, for a decoder tied to them, where the backbone keeps
+  // them as stored in 16 bits (lends_stored_table: its embedding op widens the rows it gathers, a GEMM cannot);
+  // nullopt where the backbone's table is in the compute dtype already and the head multiplies by it.
+  std::optional<Matrix> word_embeddings_for_gemm(std::int64_t rows, std::int64_t cols) const {
+    for (std::string const name : {"deberta.embeddings.word_embeddings.weight", "embeddings.word_embeddings.weight"}) {
+      if (!checkpoint_.contains(name)) continue;
+      if (!lends_stored_table(policy_, checkpoint_, name, {rows, cols})) return std::nullopt;
+      return Matrix{load_weight(policy_, checkpoint_, name, {rows, cols}), rows, cols};
+    }
+    return std::nullopt;
+  }
+
  private:
   // In policy memory as the backbone's weights are (load_weight: in place where it can be).
   typename P::Buffer load(std::string const& name, std::vector<std::int64_t> const& shape,

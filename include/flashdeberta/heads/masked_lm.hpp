@@ -73,6 +73,7 @@ class MaskedLMHead {
       beta_ = w.vector(p + "LayerNorm.bias", h, why);
       bias_ = w.vector(p + "bias", vocab_, "vocab_size from config.json");
     }
+    if (!decoder_) tied_copy_ = w.word_embeddings_for_gemm(vocab_, width_);
   }
 
   MaskedLMLayout layout() const { return layout_; }
@@ -127,7 +128,9 @@ class MaskedLMHead {
                     .beta = beta_.data(),
                     .eps = eps_,
                     .out = rows_of(normalized, m, width_)});
-      MatrixRef const decoder = decoder_ ? decoder_->ref() : in.word_embeddings;  // (V, E)
+      MatrixRef const decoder = decoder_     ? decoder_->ref()
+                                : tied_copy_ ? tied_copy_->ref()
+                                             : in.word_embeddings;  // (V, E)
       FLASHDEBERTA_REQUIRE(decoder.rows == vocab_ && decoder.cols == width_,
                            "masked LM: the decoder is (" << decoder.rows << ", " << decoder.cols << "), expected ("
                                                          << vocab_ << ", " << width_ << ")");
@@ -152,6 +155,8 @@ class MaskedLMHead {
   Matrix dense_;
   typename P::Buffer dense_bias_, gamma_, beta_, bias_;
   std::optional<Matrix> decoder_;
+  // The tied decoder's own float32 copy where the backbone keeps a 16-bit table as stored (word_embeddings_for_gemm).
+  std::optional<Matrix> tied_copy_;
 };
 
 template <>

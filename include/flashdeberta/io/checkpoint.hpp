@@ -105,6 +105,14 @@ struct MappedTensor {
   std::shared_ptr<void const> owner;
 };
 
+// A float16 or bfloat16 tensor inside a mapped file, as stored (any alignment), and the mapping that keeps it valid.
+struct MappedStoredTensor {
+  void const* data = nullptr;
+  DType dtype = DType::kF16;
+  std::int64_t numel = 0;
+  std::shared_ptr<void const> owner;
+};
+
 class Checkpoint {
  public:
   // `path`: a checkpoint directory, or a single .safetensors or torch.save (.bin, .pt, .pth) file.
@@ -206,6 +214,16 @@ class Checkpoint {
         reinterpret_cast<std::uintptr_t>(t.bytes.data()) % alignof(float) != 0)
       return std::nullopt;
     return MappedTensor{{reinterpret_cast<float const*>(t.bytes.data()), static_cast<std::size_t>(t.numel)}, mapping};
+  }
+
+  // `name` as a mapped float16 or bfloat16 tensor, if it is one (shape-checked), for the one weight read row by
+  // row where it lies (lend_stored_table in weight_loader.hpp); nullopt for any other dtype or an unmapped file.
+  std::optional<MappedStoredTensor> mapped_16bit(std::string_view name,
+                                                 std::vector<std::int64_t> const& expected_shape) const {
+    TensorInfo const& t = checked(name, expected_shape);
+    std::shared_ptr<io::MappedFile const> const& mapping = detail::checkpoint_file_mapping(files_[entry(name).file]);
+    if ((t.dtype != DType::kF16 && t.dtype != DType::kBF16) || mapping == nullptr) return std::nullopt;
+    return MappedStoredTensor{t.bytes.data(), t.dtype, t.numel, mapping};
   }
 
   // Lets the pages of `name`, already copied, leave memory (MappedFile::release).

@@ -14,7 +14,8 @@ class Embeddings {
 
   Embeddings(WeightLoader<P> const& w, ModelConfig const& c) : config_(c) {
     std::int64_t const e = c.embedding_size;
-    word_ = w.matrix("embeddings.word_embeddings.weight", c.vocab_size, e);
+    // As stored where the policy reads 16-bit rows (WeightLoader::table): a float16 checkpoint's largest weight.
+    word_ = w.table("embeddings.word_embeddings.weight", c.vocab_size, e);
     // HF ignores a stored position table when position_biased_input is false (spec 2, 7.4).
     if (c.position_biased_input)
       position_ = w.matrix("embeddings.position_embeddings.weight", c.max_position_embeddings, e);

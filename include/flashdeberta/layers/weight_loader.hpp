@@ -112,6 +112,33 @@ typename P::Buffer load_weight(P const& policy, Checkpoint const& checkpoint, st
                       [&](std::span<float> out) { checkpoint.read_f32_into(name, shape, out, host_ranges(policy)); });
 }
 
+// Whether load_table lends `name` as stored: a float16 / bfloat16 tensor in a mapped file, a float32 policy that
+// gathers rows of such a table (AdoptsStoredTables), and a checkpoint that lends its mappings (zero_copy).
+template <ExecutionPolicy P>
+bool lends_stored_table(P const& policy, Checkpoint const& checkpoint, std::string const& name,
+                        std::vector<std::int64_t> const& shape) {
+  if constexpr (AdoptsStoredTables<P>) {
+    return checkpoint.options().zero_copy && policy.compute_dtype() == DType::kF32 &&
+           checkpoint.mapped_16bit(name, shape).has_value();
+  } else {
+    return false;
+  }
+}
+
+// An embedding table, which only the embedding op reads, a row per token: kept as stored where lends_stored_table
+// says so (no conversion, and half the memory of a float32 copy), else as load_weight gives it.
+template <ExecutionPolicy P>
+typename P::Buffer load_table(P const& policy, Checkpoint const& checkpoint, std::string const& name,
+                              std::vector<std::int64_t> const& shape) {
+  if constexpr (AdoptsStoredTables<P>) {
+    if (lends_stored_table(policy, checkpoint, name, shape)) {
+      MappedStoredTensor stored = *checkpoint.mapped_16bit(name, shape);
+      return policy.adopt_host_table(stored.data, stored.numel, stored.dtype, std::move(stored.owner));
+    }
+  }
+  return load_weight(policy, checkpoint, name, shape);
+}
+
 template <ExecutionPolicy P>
 class WeightLoader {
  public:
@@ -161,6 +188,10 @@ class WeightLoader {
     return {tensor(name, {rows, cols}), rows, cols};
   }
   typename P::Buffer vector(std::string const& name, std::int64_t size) const { return tensor(name, {size}); }
+  // An embedding table (load_table: as stored where the policy gathers its rows so).
+  Matrix table(std::string const& name, std::int64_t rows, std::int64_t cols) const {
+    return {load_table(policy_, checkpoint_, prefix_ + name, {rows, cols}), rows, cols};
+  }
 
   // A (rows, cols) weight built at load: `fill` writes its float32 values once (stage_weight).
   template <class Fill>

@@ -85,6 +85,14 @@ class EigenPolicy {
     return Buffer::view(values.data(), static_cast<std::int64_t>(values.size()), DType::kF32, std::move(owner));
   }
 
+  // A float16 / bfloat16 embedding table read where it lies (AdoptsStoredTables): embedding() widens the rows
+  // it gathers.
+  Buffer adopt_host_table(void const* data, std::int64_t size, DType dtype, std::shared_ptr<void const> owner) const {
+    FLASHDEBERTA_REQUIRE(dtype == DType::kF16 || dtype == DType::kBF16,
+                         "adopt_host_table takes a float16 or bfloat16 table, not " << dtype_name(dtype));
+    return Buffer::view(data, size, dtype, std::move(owner));
+  }
+
   Buffer upload_indices(std::span<std::int32_t const> host) const {
     Buffer buffer(static_cast<std::int64_t>(host.size()), DType::kI32);
     std::copy(host.begin(), host.end(), buffer.as<std::int32_t>());

@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <span>
 #include <vector>
 
 #include <unsupported/Eigen/SpecialFunctions>
 
+#include "flashdeberta/core/float_convert.hpp"
 #include "flashdeberta/eigen/ops/eigen_maps.hpp"
 #include "flashdeberta/eigen/ops/op_threads.hpp"
 #include "flashdeberta/eigen/ops/skinny_gemm.hpp"
@@ -151,15 +154,26 @@ inline void layer_norm(LayerNormArgs const& n, int threads) {
   });
 }
 
+// The word table may be a checkpoint's float16 / bfloat16 table as stored (EigenPolicy::adopt_host_table): each
+// gathered row is widened exactly, as the loader would have converted it.
 inline void embedding(EmbeddingArgs const& e, int threads) {
-  require_f32(e.word, "word embeddings");
+  require_f32(e.out, "embedding output");
+  FLASHDEBERTA_REQUIRE(
+      e.word.dtype == DType::kF32 || e.word.dtype == DType::kF16 || e.word.dtype == DType::kBF16,
+      "word embeddings in " << dtype_name(e.word.dtype) << ": the embedding op reads F32, F16 or BF16");
   std::int64_t const tokens = e.out.rows;
   std::int64_t const width = e.out.cols;
+  std::size_t const row_bytes = static_cast<std::size_t>(e.word.ld) * dtype_size(e.word.dtype);
   OpThreads const team = threads_for(static_cast<double>(tokens * width), kMinElementsPerThread, threads, tokens);
   for_each_index(team, tokens, [&](std::int64_t t) {
     float* y = e.out.as<float>() + t * e.out.ld;
-    float const* w = e.word.as<float>() + static_cast<std::int64_t>(e.ids[t]) * e.word.ld;
-    for (std::int64_t c = 0; c < width; ++c) y[c] = w[c];
+    auto const* row = static_cast<std::byte const*>(e.word.data) + static_cast<std::size_t>(e.ids[t]) * row_bytes;
+    if (e.word.dtype == DType::kF32) {
+      float const* w = reinterpret_cast<float const*>(row);
+      for (std::int64_t c = 0; c < width; ++c) y[c] = w[c];
+    } else {
+      flashdeberta::detail::floats_to_f32(e.word.dtype, row, 0, std::span<float>(y, static_cast<std::size_t>(width)));
+    }
     if (!e.position.empty()) {
       float const* p = e.position.as<float>() + static_cast<std::int64_t>(e.positions[t]) * e.position.ld;
       for (std::int64_t c = 0; c < width; ++c) y[c] += p[c];
