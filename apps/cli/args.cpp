@@ -55,12 +55,16 @@ void add_max_tokens(CommandLine& cli, std::int64_t& max_tokens, std::string cons
   cli.option("--max-tokens", max_tokens, "N", help)->transform(integer_in(1, runtime::kMaxTokensLimit));
 }
 
+void add_backend_option(CommandLine& cli, BackendKind& backend) {
+  cli.choice("--backend", backend, "NAME", choices_of(kBackends, backend_name), backend_list())
+      ->check(built_in_backend());
+}
+
 void add_model_options(CommandLine& cli, CommonOptions& o, std::string const& model_help,
                        std::string const& max_tokens_help) {
   cli.group("model options");
   cli.option("--model", o.model, "DIR", model_help)->required();
-  cli.choice("--backend", o.backend, "NAME", choices_of(kBackends, backend_name), backend_list())
-      ->check(built_in_backend());
+  add_backend_option(cli, o.backend);
   cli.choice("--attention", o.attention, "IMPL",
              choices_of(std::array{AttentionImpl::kFlash, AttentionImpl::kEager}, attention_name),
              "flash (default) or eager (materializes the L x L scores, as HF does)");

@@ -86,6 +86,8 @@ inline constexpr char const* kCheckpointHelp =
 // bounds its inputs with options of its own), --max-tokens.
 void add_model_options(CommandLine& cli, CommonOptions& options, std::string const& model_help,
                        std::string const& max_tokens_help);
+// --backend alone (eigen, kokkos, cuda; one this build lacks is refused naming those it has), for train.
+void add_backend_option(CommandLine& cli, BackendKind& backend);
 // --max-tokens alone, for a command that runs no model (tokenize).
 void add_max_tokens(CommandLine& cli, std::int64_t& max_tokens, std::string const& help);
 // --tokenizer: the tokenizer files when they are not in --model (the pipeline commands, serve).

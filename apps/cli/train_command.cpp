@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "args.hpp"
 #include "command_line.hpp"
 #include "commands.hpp"
 #include "flashdeberta/runtime/trainer.hpp"
@@ -177,6 +178,7 @@ int train_command(std::span<char const* const> args) {
              "question-answering: the tokens neighbouring windows of a long context\nshare (default 128, run_qa's)")
       ->transform(integer_in(0, 1000000));
   cli.group("runtime options");
+  add_backend_option(cli, o.runtime.backend);
   cli.option("--threads", o.runtime.threads, "N", "host threads; 0 (default) uses every core")
       ->transform(integer_in(0, runtime::kMaxThreads));
   cli.choice("--attention", o.runtime.attention, "IMPL",

@@ -298,6 +298,40 @@ TEST_CASE("train: the epoch order is torch.randperm(N, seed + epoch), as HF's Tr
   }
 }
 
+// --backend cuda trains in float32 through the same TrainingModel as the host: the same data, seed and dropout
+// masks (a counter-based generator every backend draws alike) give eigen's losses up to float32 summation order.
+// Without a GPU (CI) the CUDA build reports that in one line and the case ends there.
+TEST_CASE("train: --backend cuda follows eigen's losses step by step") {
+  ScratchDir const dir("train_cuda");
+  dir.write("train.jsonl", sentiment_lines(16));
+  auto const run = [&](std::string const& backend) {
+    return run_cli(train_args(
+        dir, dir / backend,
+        {"--backend", backend, "--epochs", "1", "--threads", "2", "--batch-size", "4", "--logging-steps", "1"}));
+  };
+  CliResult const cuda = run("cuda");
+  if (cuda.status != 0 && (cuda.err.find("no CUDA device") != std::string::npos ||
+                           cuda.err.find("this build has no CUDA backend") != std::string::npos)) {
+    MESSAGE("no CUDA device or backend: the cuda training case is skipped (" << cuda.err << ")");
+    return;
+  }
+  REQUIRE_MESSAGE(cuda.status == 0, cuda.err);
+  CliResult const eigen = run("eigen");
+  REQUIRE_MESSAGE(eigen.status == 0, eigen.err);
+  auto const losses = [](std::string const& err) {
+    std::vector<double> out;
+    for (std::size_t at = err.find("): loss "); at != std::string::npos; at = err.find("): loss ", at + 1))
+      out.push_back(std::stod(err.substr(at + 8)));
+    return out;
+  };
+  std::vector<double> const a = losses(cuda.err), b = losses(eigen.err);
+  REQUIRE(a.size() == 4);
+  REQUIRE(b.size() == a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(2e-4));
+  CHECK(run_cli_lines({"classify", "--model", (dir / "cuda").string(), "--threads", "2", "It was great."}, 1)
+            .lines.size() == 1);
+}
+
 TEST_CASE("train: --help names HF's TrainingArguments, and the program's help lists train") {
   CliResult const help = run_cli({"train", "--help"});
   CHECK(help.status == 0);

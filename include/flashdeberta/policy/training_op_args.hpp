@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "flashdeberta/config.hpp"
 #include "flashdeberta/policy/op_args.hpp"
 
 namespace flashdeberta {
@@ -120,8 +121,9 @@ struct DropoutArgs {
   std::uint64_t offset = 0;
 };
 
-// A uniform draw in [0, 1) from (seed, counter): SplitMix64's finalizer over the pair, 24 bits of mantissa.
-inline constexpr float dropout_uniform(std::uint64_t seed, std::uint64_t counter) {
+// A uniform draw in [0, 1) from (seed, counter): SplitMix64's finalizer over the pair, 24 bits of mantissa. Host and
+// device: the CUDA kernels draw the very same masks.
+FLASHDEBERTA_HOST_DEVICE inline constexpr float dropout_uniform(std::uint64_t seed, std::uint64_t counter) {
   std::uint64_t z = seed * 0x9E3779B97F4A7C15ull + counter + 0x632BE59BD9B4E019ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;

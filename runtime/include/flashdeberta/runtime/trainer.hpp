@@ -163,7 +163,7 @@ struct TrainingResult {
 };
 
 // Decides the labels, reads and checks the data, probes the output directory, then trains; every refusal of the
-// input comes before the first step. The eigen backend trains; others throw flashdeberta::Error.
+// input comes before the first step. Every backend trains in float32 (eigen, kokkos, cuda).
 TrainingResult train(TrainerOptions const& options, TrainerHooks const& hooks = {});
 
 // ---- Checkpoints (training_checkpoint.cpp) ----

@@ -1,10 +1,12 @@
-// GEMMs through cuBLASLt: out (M, N) = act(alpha * a (M, K) . b (N, K)^T + bias (N)), row-major.
+// GEMMs through cuBLASLt: out (M, N) = act(alpha * a (M, K) . b (N, K)^T + bias (N)), row-major; and, for the
+// training backward, the general out (M, N) = alpha op(a) . op(b) + beta out with op(x) = x or x^T (Product).
 //
-// cuBLASLt is column-major, so the product is posed as its transpose: out^T (N, M) = b . a^T, where the
-// row-major b (N, K) is the column-major (K, N) matrix taken transposed, and the row-major a (M, K) is the
-// column-major (K, M) matrix as is. The bias then runs along the rows of out^T, which is what cuBLASLt's
-// bias epilogue adds. Accumulation is CUBLAS_COMPUTE_32F for every dtype; for float32 data this is the
-// strict IEEE path (no TF32), the parity path against the host policies.
+// cuBLASLt is column-major, so the product is posed as its transpose: out^T (N, M) = op(b)^T . op(a)^T, where a
+// row-major matrix (r, c) is the column-major (c, r) matrix with the same stride: op(b)^T is that of b taken as is
+// (op(b) = b) or transposed (op(b) = b^T), and op(a)^T likewise. The forward's b (N, K)^T is the transposed case.
+// The bias then runs along the rows of out^T, which is what cuBLASLt's bias epilogue adds. Accumulation is
+// CUBLAS_COMPUTE_32F for every dtype; for float32 data this is the strict IEEE path (no TF32), the parity path
+// against the host policies.
 #pragma once
 
 #include <cublasLt.h>
@@ -62,52 +64,69 @@ class CublasLtGemm {
   // "gelu_pytorch_tanh"), not the erf form of "gelu".
   enum class FusedActivation { kNone, kRelu, kGeluTanh };
 
+  // out (M, N) = alpha op(a) . op(b) + beta out, op(a) (M, K) and op(b) (K, N); one dtype throughout. With beta 0
+  // out is only written (its old values, NaN included, are not read).
+  struct Product {
+    MatrixRef a;
+    bool transpose_a = false;  // op(a) = a^T: a is (K, M)
+    MatrixRef b;
+    bool transpose_b = false;  // op(b) = b^T: b is (N, K)
+    MatrixRef out;
+    float alpha = 1.0f;
+    float beta = 0.0f;
+  };
+
   // Enqueues the product on stream with the bias (if any) and the given activation fused; any other
   // activation is the caller's.
   void run(GemmArgs const& g, FusedActivation activation, cudaStream_t stream) {
-    if (g.out.rows == 0 || g.out.cols == 0) return;
-    FLASHDEBERTA_REQUIRE(g.a.cols > 0, "gemm with an empty inner dimension");
     bool const bias = g.bias != nullptr;
     cublasLtEpilogue_t epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     if (activation == FusedActivation::kRelu) epilogue = bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
     if (activation == FusedActivation::kGeluTanh)
       epilogue = bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
-    Key const key{g.out.rows,
-                  g.out.cols,
-                  g.a.cols,
-                  g.a.ld,
-                  g.b.ld,
-                  g.out.ld,
-                  static_cast<int>(g.out.dtype),
+    enqueue({.a = g.a, .b = g.b, .transpose_b = true, .out = g.out, .alpha = g.alpha}, epilogue, g.bias, stream);
+  }
+
+  void run(Product const& p, cudaStream_t stream) { enqueue(p, CUBLASLT_EPILOGUE_DEFAULT, nullptr, stream); }
+
+ private:
+  void enqueue(Product const& p, cublasLtEpilogue_t epilogue, void const* bias, cudaStream_t stream) {
+    if (p.out.rows == 0 || p.out.cols == 0) return;
+    std::int64_t const inner = p.transpose_a ? p.a.rows : p.a.cols;
+    FLASHDEBERTA_REQUIRE(inner > 0, "gemm with an empty inner dimension");
+    Key const key{p.out.rows,
+                  p.out.cols,
+                  inner,
+                  p.a.ld,
+                  p.b.ld,
+                  p.out.ld,
+                  static_cast<int>(p.out.dtype),
                   static_cast<int>(epilogue),
-                  pointer_alignment(g.a.data),
-                  pointer_alignment(g.b.data),
-                  g.out.dtype == DType::kF32 ? pointer_alignment(g.out.data)
-                                             : std::min(pointer_alignment(g.out.data), out_alignment_cap_),
-                  bias ? pointer_alignment(g.bias) : 256u};
+                  pointer_alignment(p.a.data),
+                  pointer_alignment(p.b.data),
+                  p.out.dtype == DType::kF32 ? pointer_alignment(p.out.data)
+                                             : std::min(pointer_alignment(p.out.data), out_alignment_cap_),
+                  bias != nullptr ? pointer_alignment(bias) : 256u,
+                  2 * int{p.transpose_a} + int{p.transpose_b}};
     std::lock_guard<std::mutex> const lock(mutex_);
-    Plan& plan = plan_for(key, g, epilogue);
-    if (bias) {
-      void const* bias_pointer = g.bias;
-      FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                               &bias_pointer, sizeof(bias_pointer)));
+    Plan& plan = plan_for(key, p, epilogue, bias != nullptr);
+    if (bias != nullptr) {
+      FLASHDEBERTA_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
-    float const alpha = g.alpha;
-    float const beta = 0.0f;
-    FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.operation, &alpha, g.b.data, plan.weight, g.a.data,
-                                             plan.input, &beta, g.out.data, plan.output, g.out.data, plan.output,
+    FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.operation, &p.alpha, p.b.data, plan.weight, p.a.data,
+                                             plan.input, &p.beta, p.out.data, plan.output, p.out.data, plan.output,
                                              &plan.algo, workspace_.data(), workspace_.bytes(), stream));
   }
 
- private:
-  // m, n, k, lda, ldb, ldc, dtype, epilogue, alignments of a, b, out and bias.
+  // m, n, k, lda, ldb, ldc, dtype, epilogue, alignments of a, b, out and bias, transposes (2 op(a) + op(b)).
   using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, int, int,
-                         std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t>;
+                         std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t, int>;
 
   struct Plan {
     cublasLtMatmulDesc_t operation = nullptr;
-    cublasLtMatrixLayout_t weight = nullptr;  // b as column-major (K, N), used transposed
-    cublasLtMatrixLayout_t input = nullptr;   // a as column-major (K, M)
+    cublasLtMatrixLayout_t weight = nullptr;  // b as column-major (b.cols, b.rows), cuBLASLt's A
+    cublasLtMatrixLayout_t input = nullptr;   // a as column-major (a.cols, a.rows), cuBLASLt's B
     cublasLtMatrixLayout_t output = nullptr;  // out as column-major (N, M)
     cublasLtMatmulAlgo_t algo{};
 
@@ -121,31 +140,32 @@ class CublasLtGemm {
 
   // The descriptors and the heuristic's algorithm for one shape, made once: the heuristic query costs
   // more than a small GEMM.
-  Plan& plan_for(Key const& key, GemmArgs const& g, cublasLtEpilogue_t epilogue) {
+  Plan& plan_for(Key const& key, Product const& p, cublasLtEpilogue_t epilogue, bool bias) {
     auto found = plans_.find(key);
     if (found != plans_.end()) return found->second;
-    cudaDataType_t const type = cuda_data_type(g.out.dtype);
+    cudaDataType_t const type = cuda_data_type(p.out.dtype);
     Plan plan;
     try {
       FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.operation, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-      cublasOperation_t const transpose = CUBLAS_OP_T;
-      cublasOperation_t const keep = CUBLAS_OP_N;
+      // cuBLASLt's A is our b, its B our a (out^T = op(b)^T . op(a)^T): each stored matrix is taken transposed
+      // exactly when its op transposes it.
+      cublasOperation_t const op_weight = p.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+      cublasOperation_t const op_input = p.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
       FLASHDEBERTA_CUBLAS_CHECK(
-          cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof(transpose)));
+          cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_TRANSA, &op_weight, sizeof(op_weight)));
       FLASHDEBERTA_CUBLAS_CHECK(
-          cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof(keep)));
+          cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_TRANSB, &op_input, sizeof(op_input)));
       FLASHDEBERTA_CUBLAS_CHECK(
           cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-      if (g.bias != nullptr) {
+      if (bias) {
         FLASHDEBERTA_CUBLAS_CHECK(
             cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
       }
-      auto const m = static_cast<std::uint64_t>(g.out.rows);
-      auto const n = static_cast<std::uint64_t>(g.out.cols);
-      auto const k = static_cast<std::uint64_t>(g.a.cols);
-      FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.weight, type, k, n, g.b.ld));
-      FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.input, type, k, m, g.a.ld));
-      FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.output, type, n, m, g.out.ld));
+      auto const rows = [](MatrixRef const& m) { return static_cast<std::uint64_t>(m.cols); };  // column-major
+      auto const cols = [](MatrixRef const& m) { return static_cast<std::uint64_t>(m.rows); };
+      FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.weight, type, rows(p.b), cols(p.b), p.b.ld));
+      FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.input, type, rows(p.a), cols(p.a), p.a.ld));
+      FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.output, type, rows(p.out), cols(p.out), p.out.ld));
 
       cublasLtMatmulPreference_t preference = nullptr;
       FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
@@ -177,9 +197,9 @@ class CublasLtGemm {
       cublasLtMatmulPreferenceDestroy(preference);
       FLASHDEBERTA_CUBLAS_CHECK(status);
       FLASHDEBERTA_REQUIRE(found_count > 0, "cuBLASLt has no algorithm for the gemm a ("
-                                                << g.a.rows << ", " << g.a.cols << ") ld " << g.a.ld << ", b ("
-                                                << g.b.rows << ", " << g.b.cols << ") ld " << g.b.ld << ", out ld "
-                                                << g.out.ld << " in " << dtype_name(g.out.dtype));
+                                                << p.a.rows << ", " << p.a.cols << ") ld " << p.a.ld << ", b ("
+                                                << p.b.rows << ", " << p.b.cols << ") ld " << p.b.ld << ", out ld "
+                                                << p.out.ld << " in " << dtype_name(p.out.dtype));
       plan.algo = result.algo;
     } catch (...) {
       plan.destroy();

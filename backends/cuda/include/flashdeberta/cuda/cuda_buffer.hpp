@@ -45,6 +45,10 @@ class CudaBuffer {
   ~CudaBuffer() { reset(); }
 
   void* data() const { return data_; }
+  template <class T>
+  T* as() const {  // a typed device pointer, for the training layers' op arguments (as HostBuffer::as)
+    return static_cast<T*>(data_);
+  }
   std::int64_t size() const { return size_; }
   DType dtype() const { return dtype_; }
   std::size_t size_bytes() const { return static_cast<std::size_t>(size_) * dtype_size(dtype_); }

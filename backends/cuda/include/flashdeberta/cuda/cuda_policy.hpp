@@ -4,20 +4,20 @@
 // in fp32 (GEMM accumulation, softmax, LayerNorm statistics). F32 is strict IEEE (no TF32).
 //
 // Every operation is enqueued on the policy's stream without synchronizing; upload (weights), download
-// and fence synchronize; upload_indices does not. While the stream is being captured into a CUDA graph
-// (CudaGraphForward), the synchronizing calls and the staged index uploads throw instead of breaking the
-// capture. This header is host C++: any translation unit may include it (g++, clang++ or nvcc); the
-// kernels it launches are compiled once, by nvcc, behind kernels/launch.hpp.
+// and fence synchronize; upload_indices does not; of the training ops (cuda_training_ops.hpp), those that
+// read a device value on the host do (embedding_backward, conv1d_backward, sum_of_squares). While the stream
+// is being captured into a CUDA graph (CudaGraphForward), the synchronizing calls and the staged index
+// uploads throw instead of breaking the capture. This header is host C++: any translation unit may include
+// it (g++, clang++ or nvcc); the kernels it launches are compiled once, by nvcc, behind kernels/launch.hpp
+// and training/launch.hpp.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <span>
-#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -26,85 +26,12 @@
 #include "flashdeberta/cuda/cublaslt_gemm.hpp"
 #include "flashdeberta/cuda/cuda_buffer.hpp"
 #include "flashdeberta/cuda/cuda_check.hpp"
+#include "flashdeberta/cuda/cuda_context.hpp"
 #include "flashdeberta/cuda/kernels/launch.hpp"
-#include "flashdeberta/cuda/pinned_staging.hpp"
 #include "flashdeberta/policy/concepts.hpp"
+#include "flashdeberta/policy/training_concepts.hpp"
 
 namespace flashdeberta {
-
-struct CudaOptions {
-  DType dtype = DType::kF32;                     // compute dtype: kF32, kBF16 or kF16
-  int device = 0;                                // CUDA device ordinal
-  std::size_t gemm_workspace_bytes = 32u << 20;  // cuBLASLt workspace (Hopper kernels want up to 32 MiB)
-  // BF16 / F16 only: run the erf GELU of hidden_act "gelu" as cuBLASLt's fused tanh-form GELU epilogue
-  // instead of a separate pass over the (T, intermediate) activation (about a tenth of a v3-base forward at
-  // 32 x 512 on an H200). The two forms differ by at most 4.7e-4 (at x = 2.7), a sixteenth of half a bf16
-  // ulp there and a fifth of an fp16 one; docs/cuda-notes.md has the measured effect on whole-model error.
-  // F32, the parity path, always computes erf.
-  bool fuse_gelu_tanh = true;
-};
-
-namespace cuda_detail {
-
-// The resources copies of one policy share. Members are destroyed in reverse order: the cuBLASLt handle
-// and workspace before the stream; the allocator outlives both as long as a buffer holds it.
-struct CudaContext {
-  int device = 0;
-  DType dtype = DType::kF32;
-  bool fuse_gelu_tanh = true;  // CudaOptions::fuse_gelu_tanh
-  cuda_kernels::DeviceLimits limits;
-  std::shared_ptr<CachingAllocator> allocator;
-  std::shared_ptr<CachingAllocator> pool;  // when set, allocations come from it instead (CudaPolicy::PoolScope)
-  cudaStream_t stream = nullptr;
-  std::unique_ptr<CublasLtGemm> gemm;
-  std::unique_ptr<PinnedStaging> staging;  // index uploads: pinned, asynchronous
-
-  explicit CudaContext(CudaOptions const& options)
-      : device(options.device), dtype(options.dtype), fuse_gelu_tanh(options.fuse_gelu_tanh) {
-    FLASHDEBERTA_REQUIRE(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
-                         "CudaPolicy computes in F32, BF16 or F16, not " << dtype_name(dtype));
-    FLASHDEBERTA_CUDA_CHECK(cudaSetDevice(device));
-    int optin = 0;
-    FLASHDEBERTA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    limits.max_smem_per_block = static_cast<std::size_t>(optin);
-    int major = 0, minor = 0;
-    FLASHDEBERTA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    FLASHDEBERTA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    limits.compute_capability = 10 * major + minor;
-    allocator = std::make_shared<CachingAllocator>(device);
-    FLASHDEBERTA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    try {
-      // FLASHDEBERTA_INITCHECK_GEMM=1, for compute-sanitizer's initcheck only: 16-bit GEMM outputs are
-      // declared 2-byte aligned, which keeps cuBLASLt off the kernels whose (TMA) stores initcheck does not
-      // see (tests/cuda/initcheck_gemm_probe.cpp: it reports every read of their output); slower kernels, the
-      // same products.
-      char const* initcheck = std::getenv("FLASHDEBERTA_INITCHECK_GEMM");
-      bool const trackable_stores = initcheck != nullptr && std::string_view(initcheck) == "1";
-      gemm = std::make_unique<CublasLtGemm>(options.gemm_workspace_bytes, trackable_stores ? 2u : 256u);
-      staging = std::make_unique<PinnedStaging>();
-    } catch (...) {
-      cudaStreamDestroy(stream);
-      throw;
-    }
-  }
-  CudaContext(CudaContext const&) = delete;
-  CudaContext& operator=(CudaContext const&) = delete;
-  ~CudaContext() {
-    cudaStreamSynchronize(stream);  // errors at teardown are not actionable
-    staging.reset();
-    gemm.reset();
-    cudaStreamDestroy(stream);
-  }
-
-  // Makes the policy's device current for the calling thread (a no-op when it already is).
-  void activate() const {
-    int current = -1;
-    FLASHDEBERTA_CUDA_CHECK(cudaGetDevice(&current));
-    if (current != device) FLASHDEBERTA_CUDA_CHECK(cudaSetDevice(device));
-  }
-};
-
-}  // namespace cuda_detail
 
 // Thread safety: copies share one context (stream, cuBLASLt handle and plans, device cache, pinned ring) whose
 // host-side state is mutex-guarded, so any number of threads may use one policy; their work runs in order on
@@ -359,13 +286,23 @@ class CudaPolicy {
     return status != cudaStreamCaptureStatusNone;
   }
 
+  // Training (TrainingPolicy, training_op_args.hpp), float32 operands whatever the compute dtype; defined in
+  // cuda_training_ops.hpp, which this header includes at its end.
+  void linear_backward(LinearBackwardArgs const& l) const;
+  void layer_norm_backward(LayerNormBackwardArgs const& n) const;
+  void activation(ActivationArgs const& a) const;
+  void embedding_backward(EmbeddingBackwardArgs const& e) const;
+  void conv1d_backward(Conv1dBackwardArgs const& c) const;
+  void disentangled_attention_backward(AttentionBackwardArgs const& g) const;
+  void dropout(DropoutArgs const& d) const;
+  void adamw(AdamWArgs const& a) const;
+  void fill(MatrixRef const& m, float value) const;
+  double sum_of_squares(float const* values, std::int64_t count) const;
+
  private:
+  // Training's attention dropout and log-sum-exp run on the float32 kernels (eager and CUDA-core flash); the
+  // launchers refuse them in 16-bit dtypes (attention_params.cuh).
   void attend(AttentionArgs const& a, cuda_kernels::ByDiffTables const& prepared) const {
-    // Training's attention dropout and log-sum-exp are host-only so far: refused rather than silently skipped.
-    FLASHDEBERTA_REQUIRE(a.dropout == 0.0f && a.lse == nullptr,
-                         "CudaPolicy: attention dropout (" << a.dropout
-                                                           << ") and the log-sum-exp output are "
-                                                              "training features the CUDA kernels do not have yet");
     context_->activate();
     if (a.impl == AttentionImpl::kEager) {
       cuda_kernels::attention_eager(a, context_->limits, stream());
@@ -399,5 +336,8 @@ class CudaPolicy {
 static_assert(ExecutionPolicy<CudaPolicy>);
 static_assert(ReportsAvailableMemory<CudaPolicy> && ReportsAttentionWorkspace<CudaPolicy> &&
               PreparesRelativeTables<CudaPolicy>);
+static_assert(TrainingPolicy<CudaPolicy>);
 
 }  // namespace flashdeberta
+
+#include "flashdeberta/cuda/cuda_training_ops.hpp"  // the training methods' definitions

@@ -1,6 +1,6 @@
-// Host side of the attention kernels: argument checks, the AttentionArgs -> AttentionParams translation,
-// and the one run-time -> compile-time dispatch point per kernel family (dtype x padded head size for
-// flash, dtype for eager).
+// Host side of the attention kernels: the plan of each call and the one run-time -> compile-time dispatch point
+// per kernel family (dtype x padded head size for flash, dtype for eager); the argument checks and the
+// AttentionArgs -> AttentionParams translation are attention_params.cuh's.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -19,71 +19,6 @@
 #include "flashdeberta/policy/op_args.hpp"
 
 namespace flashdeberta::cuda_kernels {
-
-// fn.template operator()<D>() with D the smallest compiled head size >= head_size: every DeBERTa head
-// size (64 in all official checkpoints; 8 to 128 in the fixtures) runs one of three instantiations.
-template <class Fn>
-void dispatch_head_size(std::int64_t head_size, Fn&& fn) {
-  if (head_size <= 32) {
-    fn.template operator()<32>();
-  } else if (head_size <= 64) {
-    fn.template operator()<64>();
-  } else if (head_size <= 128) {
-    fn.template operator()<128>();
-  } else {
-    FLASHDEBERTA_FAIL("CudaPolicy attention supports head sizes up to 128, not " << head_size);
-  }
-}
-
-inline AttentionParams attention_params(AttentionArgs const& a) {
-  bool const c2p = !a.pos_key.empty();
-  bool const p2c = !a.pos_query.empty();
-  FLASHDEBERTA_REQUIRE(
-      a.q.dtype == a.k.dtype && a.q.dtype == a.v.dtype && a.q.dtype == a.out.dtype &&
-          (!c2p || a.pos_key.dtype == a.q.dtype) && (!p2c || a.pos_query.dtype == a.q.dtype),
-      "attention operands must share one dtype; q is " << dtype_name(a.q.dtype) << ", out " << dtype_name(a.out.dtype));
-  FLASHDEBERTA_REQUIRE(
-      !c2p || !p2c || a.pos_key.rows == a.pos_query.rows,
-      "relative key and query tables differ in rows: " << a.pos_key.rows << " vs " << a.pos_query.rows);
-  FLASHDEBERTA_REQUIRE(!(c2p || p2c) || a.relative_index != nullptr, "position terms need the relative slot table");
-  FLASHDEBERTA_REQUIRE(a.head_size > 0 && a.num_heads > 0,
-                       "attention with " << a.num_heads << " heads of size " << a.head_size);
-  FLASHDEBERTA_REQUIRE(
-      a.sequences.max_seqlen < (std::int64_t{1} << 30) && a.sequences.total_tokens < (std::int64_t{1} << 31),
-      "attention over " << a.sequences.total_tokens << " tokens exceeds 32-bit token indices");
-  return {a.q.data,
-          a.k.data,
-          a.v.data,
-          a.out.data,
-          a.q.ld,
-          a.k.ld,
-          a.v.ld,
-          a.out.ld,
-          a.head_stride,
-          c2p ? a.pos_key.data : nullptr,
-          p2c ? a.pos_query.data : nullptr,
-          a.pos_key.ld,
-          a.pos_query.ld,
-          a.relative_index,
-          static_cast<int>(a.saturation),
-          a.sequences.cu_seqlens,
-          a.sequences.positions,
-          static_cast<int>(a.head_size),
-          a.scale,
-          1.0f / a.scale,
-          c2p,
-          p2c,
-          a.sequences.contiguous_positions};
-}
-
-inline dim3 attention_grid(AttentionArgs const& a, std::int64_t rows_per_cta) {
-  FLASHDEBERTA_REQUIRE(a.num_heads <= 65535 && a.sequences.batch <= 65535,
-                       "attention grid of " << a.num_heads << " heads x " << a.sequences.batch
-                                            << " sequences exceeds 65535 per dimension");
-  std::int64_t const blocks = (a.sequences.max_seqlen + rows_per_cta - 1) / rows_per_cta;
-  return dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.num_heads),
-              static_cast<unsigned>(a.sequences.batch));
-}
 
 // The tensor-core kernel's preconditions: 16-bit elements, sm_80+, a head size it runs zero-padded to 64
 // (the CUDA-core kernel keeps 32 and below), and every row start 16-byte aligned for cp.async.

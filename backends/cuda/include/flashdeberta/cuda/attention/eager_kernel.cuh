@@ -2,7 +2,8 @@
 // (deberta-spec 4.2) one query row at a time. The row's scores live in shared memory (the (L, L) matrix
 // is formed row by row, never stored): content q . (k / scale), then c2p / scale and p2c / scale added as
 // one relative term, softmax as exp(x - max) / sum, then probabilities . v. Slow by design (every key row
-// is read once per query row); it is what the flash kernel is checked against.
+// is read once per query row); it is what the flash kernel is checked against. In training (float32) it also
+// writes each row's log-sum-exp and drops out probabilities (AttentionParams::lse, dropout).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -73,7 +74,13 @@ __global__ void __launch_bounds__(EagerTraits::kThreads) eager_attention_kernel(
     local_sum += e;
   }
   float const row_sum = block_sum(local_sum, scratch);
-  for (int j = threadIdx.x; j < length; j += blockDim.x) scores[j] /= row_sum;
+  if (p.lse != nullptr && threadIdx.x == 0) p.lse[h * p.total_tokens + first + i] = row_max + logf(row_sum);
+  // Training's dropout masks the normalized probabilities (the lse stays the undropped softmax's).
+  bool const dropped = p.dropout > 0.0f;
+  for (int j = threadIdx.x; j < length; j += blockDim.x) {
+    scores[j] /= row_sum;
+    if (dropped) scores[j] *= dropout_factor(p, h, first + i, j);
+  }
   __syncthreads();
 
   auto* out =

@@ -11,7 +11,8 @@
 //   compute_qk     S = (q / scale) . k^T + c2p[i, delta] + p2c[j, delta]
 //   softmax        running row max and sum per warp (rows) with shuffles over lanes (columns)
 //   compute_pv     acc = acc * correction + P . V, acc in registers
-// and at the end write_o: out = acc / sum.
+// and at the end write_o: out = acc / sum. Training (AttentionParams::lse, dropout) adds the rows' log-sum-exp to
+// write_o and the dropout mask to the probabilities compute_pv reads.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -193,7 +194,10 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_attention_kernel(Attention
       row_max[rr] = new_max;
 #pragma unroll
       for (int cc = 0; cc < Tr::kColsPerLane; ++cc) acc[rr][cc] *= correction;
-      p_s[(row0 + rr) * Tr::kPLd + lane] = prob;
+      // Training's dropout masks the tile after the row sum took it whole: lse and the normalization stay those of
+      // the undropped softmax. A padding lane's probability is 0 whatever its factor.
+      float const factor = p.dropout > 0.0f ? dropout_factor(p, h, first + i0 + row0 + rr, j0 + lane) : 1.0f;
+      p_s[(row0 + rr) * Tr::kPLd + lane] = prob * factor;
     }
 
     // load_kv (values) into rel_s: its last readers, the window chunks, ended on a barrier, and p_s rows
@@ -224,6 +228,8 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_attention_kernel(Attention
     int const r = row0 + rr;
     if (r >= rows) continue;
     float const inv_sum = 1.0f / row_sum[rr];
+    if (p.lse != nullptr && lane == 0)  // row_max is of S itself: q carries 1 / scale
+      p.lse[h * p.total_tokens + first + i0 + r] = row_max[rr] + logf(row_sum[rr]);
 #pragma unroll
     for (int cc = 0; cc < Tr::kColsPerLane; ++cc) {
       int const col = lane + 32 * cc;

@@ -1,0 +1,327 @@
+// CudaPolicy's training ops (TrainingPolicy, training_op_args.hpp): the definitions of the methods cuda_policy.hpp
+// declares, which it includes this header for at its end. Float32 operands. Products run on cuBLASLt (strict
+// float32, no TF32), the rest on the kernels of training/launch.hpp, with the host backends' conventions: parameter
+// gradients add, activation gradients are written unless an op says otherwise, and db, dbias, dgamma, dbeta, D and
+// the sums of squares add in float64 in an order fixed by the shapes. embedding_backward scatters with atomicAdd, so
+// its sums over a repeated row vary in their last bits run to run; every other op gives the same bits each run.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "flashdeberta/cuda/cuda_policy.hpp"
+#include "flashdeberta/cuda/training/launch.hpp"
+#include "flashdeberta/policy/training_op_checks.hpp"
+
+namespace flashdeberta {
+
+namespace cuda_detail {
+
+// Element `at` of a device array, read on the host after the work enqueued before it.
+template <class T>
+T read_device_value(T const* values, std::int64_t at, cudaStream_t stream) {
+  T value{};
+  FLASHDEBERTA_CUDA_CHECK(cudaMemcpyAsync(&value, values + at, sizeof(T), cudaMemcpyDeviceToHost, stream));
+  FLASHDEBERTA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return value;
+}
+
+// The float32 (rows, cols) view of m's data from element `first` on, with m's row stride: a head's columns, a group's.
+inline MatrixRef f32_view(void const* data, std::int64_t first, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  return {const_cast<float*>(static_cast<float const*>(data)) + first, DType::kF32, rows, cols, ld};
+}
+
+}  // namespace cuda_detail
+
+// dx (M, K) = dy (M, N) . w (N, K), then dw (N, K) += dy^T . x (M, K): two cuBLASLt products (dx first, as the host
+// backends); db += column sums of dy in float64.
+inline void CudaPolicy::linear_backward(LinearBackwardArgs const& l) const {
+  char const* op = "linear_backward";
+  std::int64_t const rows = l.dy.rows;     // M
+  std::int64_t const outputs = l.dy.cols;  // N
+  std::int64_t const inputs = l.w.cols;    // K
+  require_training_matrix(op, "dy", l.dy, rows, outputs);
+  require_training_matrix(op, "w", l.w, outputs, inputs);
+  if (!l.dw.empty()) {
+    require_training_matrix(op, "x", l.x, rows, inputs);
+    require_training_matrix(op, "dw", l.dw, outputs, inputs);
+  }
+  if (!l.dx.empty()) require_training_matrix(op, "dx", l.dx, rows, inputs);
+  context_->activate();
+  using Product = cuda_detail::CublasLtGemm::Product;
+  if (!l.dx.empty()) {
+    if (outputs > 0) {
+      context_->gemm->run(Product{.a = l.dy, .b = l.w, .out = l.dx, .beta = l.accumulate_dx ? 1.0f : 0.0f}, stream());
+    } else if (!l.accumulate_dx) {
+      cuda_kernels::fill(l.dx, 0.0f, stream());  // an empty sum
+    }
+  }
+  if (!l.dw.empty() && rows > 0)
+    context_->gemm->run(Product{.a = l.dy, .transpose_a = true, .b = l.x, .out = l.dw, .beta = 1.0f}, stream());
+  if (l.db != nullptr) cuda_kernels::add_column_sums(l.dy, l.db, stream());
+}
+
+// Three kernels (row statistics, parameter gradients, dx), so that dx may alias dy or x; (M, 4) float64 statistics.
+inline void CudaPolicy::layer_norm_backward(LayerNormBackwardArgs const& n) const {
+  char const* op = "layer_norm_backward";
+  std::int64_t const rows = n.x.rows;
+  std::int64_t const cols = n.x.cols;
+  require_training_matrix(op, "x", n.x, rows, cols);
+  require_training_matrix(op, "dy", n.dy, rows, cols);
+  require_training_matrix(op, "dx", n.dx, rows, cols);
+  if (!n.residual.empty()) require_training_matrix(op, "residual", n.residual, rows, cols);
+  FLASHDEBERTA_REQUIRE(n.gamma != nullptr, op << ": gamma is missing");
+  if (rows == 0 || cols == 0) return;
+  context_->activate();
+  Buffer const stats = allocate(rows * 4, DType::kF64);
+  cuda_kernels::layer_norm_backward(n, stats.as<double>(), stream());
+}
+
+inline void CudaPolicy::activation(ActivationArgs const& a) const {
+  bool const backward = !a.dy.empty();
+  char const* op = backward ? "activation backward" : "activation forward";
+  require_training_matrix(op, "x", a.x, a.x.rows, a.x.cols);
+  require_training_matrix(op, "out", a.out, a.x.rows, a.x.cols);
+  if (backward) require_training_matrix(op, "dy", a.dy, a.x.rows, a.x.cols);
+  context_->activate();
+  cuda_kernels::activation(a, stream());
+}
+
+// Every index is checked before anything is added (one synchronization for all tables), then one scatter-add.
+inline void CudaPolicy::embedding_backward(EmbeddingBackwardArgs const& e) const {
+  char const* op = "embedding_backward";
+  std::int64_t const tokens = e.dout.rows;
+  std::int64_t const width = e.dout.cols;
+  require_training_matrix(op, "dout", e.dout, tokens, width);
+  char const* const names[] = {"dword", "dposition", "dtoken_type"};
+  MatrixRef const* const grads[] = {&e.dword, &e.dposition, &e.dtoken_type};
+  std::int32_t const* const indices[] = {e.ids, e.positions, e.token_types};
+  for (int i = 0; i < 3; ++i) {
+    if (grads[i]->empty()) continue;
+    require_training_matrix(op, names[i], *grads[i], grads[i]->rows, width);
+    FLASHDEBERTA_REQUIRE(tokens == 0 || indices[i] != nullptr, op << ": " << names[i] << " has no indices");
+  }
+  if (tokens == 0) return;
+  FLASHDEBERTA_REQUIRE(tokens < 0x7f7f7f7f, op << " over " << tokens << " tokens exceeds 32-bit indices");
+  require_not_capturing(op);
+  context_->activate();
+  Buffer const first = allocate(3, DType::kI32);  // the first bad token of each table
+  FLASHDEBERTA_CUDA_CHECK(cudaMemsetAsync(first.data(), 0x7f, 3 * sizeof(std::int32_t), stream()));
+  for (int i = 0; i < 3; ++i)
+    if (!grads[i]->empty())
+      cuda_kernels::first_index_out_of_range(indices[i], tokens, grads[i]->rows, first.as<int>() + i, stream());
+  std::array<std::int32_t, 3> bad{};
+  FLASHDEBERTA_CUDA_CHECK(cudaMemcpyAsync(bad.data(), first.data(), sizeof(bad), cudaMemcpyDeviceToHost, stream()));
+  FLASHDEBERTA_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  for (int i = 0; i < 3; ++i) {
+    if (grads[i]->empty() || bad[i] >= tokens) continue;
+    FLASHDEBERTA_FAIL(op << ": token " << bad[i] << " indexes row "
+                         << cuda_detail::read_device_value(indices[i], bad[i], stream()) << " of " << names[i]
+                         << ", which has " << grads[i]->rows << " rows");
+  }
+  cuda_kernels::embedding_backward(e, stream());
+}
+
+// The forward's taps transposed (training/scatter.cuh), per group g of width G = C / groups:
+//   dweight_g (G, G kernel) += dpre_g^T (G, T) . unfold(x)_g (T, G kernel)
+//   dx = fold(dpre_g (T, G) . W_g (G, G kernel)),   dbias += column sums of dpre
+inline void CudaPolicy::conv1d_backward(Conv1dBackwardArgs const& c) const {
+  char const* op = "conv1d_backward";
+  std::int64_t const tokens = c.dpre.rows;
+  std::int64_t const channels = c.dpre.cols;
+  require_training_matrix(op, "dpre", c.dpre, tokens, channels);
+  require_training_matrix(op, "x", c.x, tokens, channels);
+  if (!c.dx.empty()) require_training_matrix(op, "dx", c.dx, tokens, channels);
+  FLASHDEBERTA_REQUIRE(c.groups >= 1 && channels % c.groups == 0,
+                       op << ": " << channels << " channels do not split into " << c.groups << " groups");
+  FLASHDEBERTA_REQUIRE(c.kernel_size >= 1, op << ": kernel size " << c.kernel_size);
+  FLASHDEBERTA_REQUIRE(c.weight != nullptr, op << ": weight is missing");
+  std::int64_t const batch = c.sequences.batch;
+  FLASHDEBERTA_REQUIRE(batch == 0 || (c.sequences.cu_seqlens != nullptr && c.sequences.positions != nullptr),
+                       op << ": the sequence layout of " << batch << " sequences has no offsets or positions");
+  context_->activate();
+  if (batch > 0) {
+    require_not_capturing(op);
+    std::int32_t const end = cuda_detail::read_device_value(c.sequences.cu_seqlens, batch, stream());
+    FLASHDEBERTA_REQUIRE(end <= tokens, op << ": the sequence layout describes " << end << " tokens, not " << tokens);
+  }
+  if (tokens == 0) return;
+  std::int64_t const group_width = channels / c.groups;
+  std::int64_t const taps = group_width * c.kernel_size;  // columns of a group's unfolded slice
+  std::int64_t const width = channels * c.kernel_size;
+  Buffer const bounds = allocate(2 * tokens, DType::kI32);
+  cuda_kernels::conv_sequence_bounds(c.sequences, tokens, bounds.as<std::int32_t>(), stream());
+  using Product = cuda_detail::CublasLtGemm::Product;
+  auto const dpre_group = [&](std::int64_t g) { return c.dpre.columns(g * group_width, group_width); };
+  auto const weight_group = [&](void const* w, std::int64_t g) {  // (G, G kernel) rows of PyTorch's (C, G, kernel)
+    return cuda_detail::f32_view(w, g * group_width * taps, group_width, taps, taps);
+  };
+  if (c.dweight != nullptr) {
+    Buffer const columns = allocate(tokens * width, DType::kF32);  // (T, C kernel)
+    cuda_kernels::conv_unfold(c, bounds.as<std::int32_t>(), columns.as<float>(), stream());
+    for (std::int64_t g = 0; g < c.groups; ++g)
+      context_->gemm->run(Product{.a = dpre_group(g),
+                                  .transpose_a = true,
+                                  .b = cuda_detail::f32_view(columns.data(), g * taps, tokens, taps, width),
+                                  .out = weight_group(c.dweight, g),
+                                  .beta = 1.0f},
+                          stream());
+  }
+  if (!c.dx.empty()) {
+    Buffer const dcolumns = allocate(tokens * width, DType::kF32);  // (T, C kernel)
+    for (std::int64_t g = 0; g < c.groups; ++g)
+      context_->gemm->run(Product{.a = dpre_group(g),
+                                  .b = weight_group(c.weight, g),
+                                  .out = cuda_detail::f32_view(dcolumns.data(), g * taps, tokens, taps, width)},
+                          stream());
+    cuda_kernels::conv_fold(c, bounds.as<std::int32_t>(), dcolumns.as<float>(), stream());
+  }
+  if (c.dbias != nullptr) cuda_kernels::add_column_sums(c.dpre, c.dbias, stream());
+}
+
+// The kernels of training/attention_backward_*.cuh around cuBLASLt products, per head h (s = 1 / scale):
+//   c2p_all[:, h] (T, 2k) = q_h . Kr_h^T and p2c_all[:, h] = k_h . Qr_h^T, the pairs' position terms;
+//   the kernels: dQ, dK, dV's content terms written, the bands s Gc2p and s Gp2c (T, heads, 2k) formed;
+//   dq_h += band_c2p_h . Kr_h,  dk_h += band_p2c_h . Qr_h,  dKr_h += band_c2p_h^T . q_h,  dQr_h += band_p2c_h^T . k_h.
+// Memory beyond the gradients: four (T, heads, 2k) tables (linear in T); flash (heads, T) D and lse, eager two
+// (heads, L, L) tiles of the sequence at hand.
+inline void CudaPolicy::disentangled_attention_backward(AttentionBackwardArgs const& g) const {
+  AttentionArgs const& a = g.forward;
+  require_attention_backward_args(g);
+  require_training_f32(a.q, "attention_backward q");
+  require_training_f32(a.k, "attention_backward k");
+  require_training_f32(a.v, "attention_backward v");
+  require_training_f32(a.out, "attention_backward out");
+  FLASHDEBERTA_REQUIRE(a.dropout >= 0.0f && a.dropout < 1.0f,
+                       "attention_backward: dropout " << a.dropout << " is outside [0, 1)");
+  FLASHDEBERTA_REQUIRE(a.impl == AttentionImpl::kEager || a.head_size <= 128,
+                       "attention_backward: the flash kernels take head sizes up to 128, not " << a.head_size);
+  std::int64_t const tokens = a.sequences.total_tokens;
+  std::int64_t const max_len = a.sequences.max_seqlen;
+  if (a.sequences.batch == 0 || max_len == 0 || tokens == 0) return;
+  context_->activate();
+  std::int64_t const heads = a.num_heads;
+  std::int64_t const d = a.head_size;
+  std::int64_t const stride = a.head_stride;
+  bool const c2p = !a.pos_key.empty();
+  bool const p2c = !a.pos_query.empty();
+  std::int64_t const span2 = c2p ? a.pos_key.rows : (p2c ? a.pos_query.rows : 0);
+  std::int64_t const band = tokens * heads * span2;
+  std::int64_t const tables = std::int64_t{c2p} + std::int64_t{p2c};
+  Buffer const relative = allocate(2 * tables * band, DType::kF32);  // the projected tables, then the bands
+  float* next = relative.as<float>();
+  auto const take = [&](bool given) {
+    float* const taken = given ? next : nullptr;
+    if (given) next += band;
+    return taken;
+  };
+  cuda_kernels::AttentionBackwardBuffers buffers;
+  buffers.c2p_all = take(c2p);
+  buffers.p2c_all = take(p2c);
+  float* const bands = next;
+  buffers.band_c2p = take(c2p);
+  buffers.band_p2c = take(p2c);
+  if (tables > 0)
+    FLASHDEBERTA_CUDA_CHECK(
+        cudaMemsetAsync(bands, 0, static_cast<std::size_t>(tables * band) * sizeof(float), stream()));
+
+  using cuda_detail::f32_view;
+  auto const head = [&](MatrixRef const& m, std::int64_t h) { return f32_view(m.data, h * stride, tokens, d, m.ld); };
+  auto const table = [&](MatrixRef const& m, std::int64_t h) { return f32_view(m.data, h * d, m.rows, d, m.ld); };
+  auto const band_of = [&](float const* all, std::int64_t h) {
+    return f32_view(all, h * span2, tokens, span2, heads * span2);
+  };
+  using Product = cuda_detail::CublasLtGemm::Product;
+  cuda_detail::CublasLtGemm& gemm = *context_->gemm;
+  for (std::int64_t h = 0; h < heads; ++h) {
+    if (c2p)
+      gemm.run(
+          Product{.a = head(a.q, h), .b = table(a.pos_key, h), .transpose_b = true, .out = band_of(buffers.c2p_all, h)},
+          stream());
+    if (p2c)
+      gemm.run(
+          Product{
+              .a = head(a.k, h), .b = table(a.pos_query, h), .transpose_b = true, .out = band_of(buffers.p2c_all, h)},
+          stream());
+  }
+  // Scratch returned to the cache at the end of its block: later work on the stream is ordered behind its readers.
+  if (a.impl == AttentionImpl::kEager) {
+    Buffer const square = allocate(2 * heads * max_len * max_len, DType::kF32);
+    buffers.probabilities = square.as<float>();
+    buffers.ds = buffers.probabilities + heads * max_len * max_len;
+    cuda_kernels::attention_backward_eager(g, buffers, context_->limits, stream());
+  } else {
+    Buffer const rows = allocate((g.lse == nullptr ? 2 : 1) * heads * tokens, DType::kF32);
+    buffers.row_dot = rows.as<float>();
+    if (g.lse == nullptr) buffers.lse = buffers.row_dot + heads * tokens;
+    cuda_kernels::attention_backward_flash(g, buffers, context_->limits, stream());
+  }
+  for (std::int64_t h = 0; h < heads; ++h) {
+    if (c2p) {
+      MatrixRef const gc2p = band_of(buffers.band_c2p, h);
+      gemm.run(Product{.a = gc2p, .b = table(a.pos_key, h), .out = head(g.dq, h), .beta = 1.0f}, stream());
+      gemm.run(Product{.a = gc2p, .transpose_a = true, .b = head(a.q, h), .out = table(g.dpos_key, h), .beta = 1.0f},
+               stream());
+    }
+    if (p2c) {
+      MatrixRef const gp2c = band_of(buffers.band_p2c, h);
+      gemm.run(Product{.a = gp2c, .b = table(a.pos_query, h), .out = head(g.dk, h), .beta = 1.0f}, stream());
+      gemm.run(Product{.a = gp2c, .transpose_a = true, .b = head(a.k, h), .out = table(g.dpos_query, h), .beta = 1.0f},
+               stream());
+    }
+  }
+}
+
+// Inverted dropout; element (r, c) of the view draws counter offset + r cols + c.
+inline void CudaPolicy::dropout(DropoutArgs const& d) const {
+  require_training_matrix("dropout", "x", d.x, d.x.rows, d.x.cols);
+  require_training_matrix("dropout", "out", d.out, d.x.rows, d.x.cols);
+  FLASHDEBERTA_REQUIRE(d.probability >= 0.0f && d.probability < 1.0f,
+                       "dropout: probability " << d.probability << " is outside [0, 1)");
+  context_->activate();
+  cuda_kernels::dropout(d, stream());
+}
+
+// One element per thread in float64; the four arrays must not overlap.
+inline void CudaPolicy::adamw(AdamWArgs const& a) const {
+  FLASHDEBERTA_REQUIRE(a.count >= 0, "adamw: count " << a.count << " is negative");
+  FLASHDEBERTA_REQUIRE(a.step >= 1, "adamw: step " << a.step << " counts from 1");
+  FLASHDEBERTA_REQUIRE(a.beta1 >= 0.0 && a.beta1 < 1.0 && a.beta2 >= 0.0 && a.beta2 < 1.0,
+                       "adamw: betas (" << a.beta1 << ", " << a.beta2 << ") are outside [0, 1)");
+  FLASHDEBERTA_REQUIRE(
+      a.count == 0 || (a.weights != nullptr && a.grads != nullptr && a.exp_avg != nullptr && a.exp_avg_sq != nullptr),
+      "adamw: weights, grads, exp_avg and exp_avg_sq must all be given for " << a.count << " values");
+  context_->activate();
+  cuda_kernels::adamw(a, stream());
+}
+
+inline void CudaPolicy::fill(MatrixRef const& m, float value) const {
+  if (m.rows == 0 || m.cols == 0) return;
+  require_training_matrix("fill", "out", m, m.rows, m.cols);
+  context_->activate();
+  cuda_kernels::fill(m, value, stream());
+}
+
+// Chunks of kSquaresChunk elements summed on the device in float64, their sums added in chunk order on the host.
+inline double CudaPolicy::sum_of_squares(float const* values, std::int64_t count) const {
+  FLASHDEBERTA_REQUIRE(count >= 0 && (count == 0 || values != nullptr),
+                       "sum_of_squares: " << count << " values at " << static_cast<void const*>(values));
+  if (count == 0) return 0.0;
+  require_not_capturing("sum_of_squares");
+  context_->activate();
+  std::int64_t const chunks = (count + cuda_kernels::kSquaresChunk - 1) / cuda_kernels::kSquaresChunk;
+  Buffer const partial = allocate(chunks, DType::kF64);
+  cuda_kernels::sum_of_squares_chunks(values, count, partial.as<double>(), stream());
+  std::vector<double> host(static_cast<std::size_t>(chunks));
+  FLASHDEBERTA_CUDA_CHECK(
+      cudaMemcpyAsync(host.data(), partial.data(), host.size() * sizeof(double), cudaMemcpyDeviceToHost, stream()));
+  FLASHDEBERTA_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  double total = 0.0;
+  for (double sum : host) total += sum;
+  return total;
+}
+
+}  // namespace flashdeberta

@@ -1,0 +1,67 @@
+// The training kernels as the host sees them (cuda_training_ops.hpp): one launcher per kernel family, declared in
+// plain C++ and compiled once by nvcc into flashdeberta::cuda (backends/cuda/src/training_kernels.cu), as
+// kernels/launch.hpp does for the forward. Float32 operands throughout. The policy's methods check the arguments
+// (training_op_checks.hpp) before they call these; the launchers check only what their kernels assume.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "flashdeberta/core/matrix_ref.hpp"
+#include "flashdeberta/cuda/kernels/launch.hpp"
+#include "flashdeberta/policy/training_op_args.hpp"
+
+namespace flashdeberta::cuda_kernels {
+
+// training/reductions.cuh. Every sum there runs in float64 in an order fixed by the shapes and the launch
+// constants: the same bits run to run.
+//   add_column_sums: sums[c] += the sum over rows of m (M, N), from sums[c]'s value on, rounded once.
+//   layer_norm_backward: the three passes of LayerNormBackwardArgs; stats is (M, 4) doubles of scratch.
+//   sum_of_squares_chunks: partial[c] = the sum of values[i]^2 over chunk c of kSquaresChunk elements.
+void add_column_sums(MatrixRef const& m, float* sums, cudaStream_t stream);
+void layer_norm_backward(LayerNormBackwardArgs const& n, double* stats, cudaStream_t stream);
+inline constexpr std::int64_t kSquaresChunk = std::int64_t{1} << 14;
+void sum_of_squares_chunks(float const* values, std::int64_t count, double* partial, cudaStream_t stream);
+
+// training/elementwise.cuh: one thread per element, each reading its inputs before it writes (out may alias them).
+void activation(ActivationArgs const& a, cudaStream_t stream);
+void dropout(DropoutArgs const& d, cudaStream_t stream);
+void adamw(AdamWArgs const& a, cudaStream_t stream);
+void fill(MatrixRef const& m, float value, cudaStream_t stream);
+
+// training/scatter.cuh.
+//   first_index_out_of_range: *first = min(*first, the first token t with index[t] outside [0, rows)); the caller
+//     presets *first above every token.
+//   embedding_backward: the rows of dout added into the tables' gradients with atomicAdd.
+//   conv_sequence_bounds: bounds (T, 2) = each token's sequence [begin, end), empty outside every sequence.
+//   conv_unfold: columns (T, C x kernel), [channel][tap], of x as the forward's taps link the tokens (zeros else).
+//   conv_fold: dx (T, C) = the transpose of conv_unfold applied to dcolumns (T, C x kernel), written.
+void first_index_out_of_range(std::int32_t const* index, std::int64_t tokens, std::int64_t rows, int* first,
+                              cudaStream_t stream);
+void embedding_backward(EmbeddingBackwardArgs const& e, cudaStream_t stream);
+void conv_sequence_bounds(SequenceLayout const& s, std::int64_t tokens, std::int32_t* bounds, cudaStream_t stream);
+void conv_unfold(Conv1dBackwardArgs const& c, std::int32_t const* bounds, float* columns, cudaStream_t stream);
+void conv_fold(Conv1dBackwardArgs const& c, std::int32_t const* bounds, float const* dcolumns, cudaStream_t stream);
+
+// The attention backward's device scratch (cuda_training_ops.hpp allocates it; training/attention_backward_*.cuh).
+// The projected tables and bands run over every token: row (t, h) of head h at (t heads + h) 2k.
+struct AttentionBackwardBuffers {
+  float const* c2p_all = nullptr;  // (T, heads, 2k) q . Kr^T, unscaled; null without c2p
+  float const* p2c_all = nullptr;  // (T, heads, 2k) k . Qr^T, unscaled; null without p2c
+  float* band_c2p = nullptr;       // (T, heads, 2k), zeroed: Gc2p / scale, the row of query t
+  float* band_p2c = nullptr;       // (T, heads, 2k), zeroed: Gp2c / scale, the row of key t
+  float* row_dot = nullptr;        // flash: (heads, T) D = dO . O of each row
+  float* lse = nullptr;            // flash without AttentionBackwardArgs::lse: (heads, T), written by the row pass
+  float* probabilities = nullptr;  // eager: (heads, L, L) P * M of one sequence at a time
+  float* ds = nullptr;             // eager: (heads, L, L) dS / scale of one sequence at a time
+};
+
+// dq, dk, dv written (their content terms: the bands' products with the tables are the caller's GEMMs), the bands
+// accumulated. The forward's operands are float32.
+void attention_backward_eager(AttentionBackwardArgs const& g, AttentionBackwardBuffers const& buffers,
+                              DeviceLimits const& limits, cudaStream_t stream);
+void attention_backward_flash(AttentionBackwardArgs const& g, AttentionBackwardBuffers const& buffers,
+                              DeviceLimits const& limits, cudaStream_t stream);
+
+}  // namespace flashdeberta::cuda_kernels

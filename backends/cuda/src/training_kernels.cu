@@ -1,0 +1,7 @@
+// The training ops' kernels and launchers (training/launch.hpp), compiled once into flashdeberta::cuda: the dense
+// backward ops, the elementwise ops and the attention backward (eager and flash), float32.
+#include "flashdeberta/cuda/training/attention_backward_eager.cuh"
+#include "flashdeberta/cuda/training/attention_backward_flash.cuh"
+#include "flashdeberta/cuda/training/elementwise.cuh"
+#include "flashdeberta/cuda/training/reductions.cuh"
+#include "flashdeberta/cuda/training/scatter.cuh"
