@@ -43,9 +43,10 @@ if(FLASHDEBERTA_WITH_KOKKOS)
 endif()
 
 if(FLASHDEBERTA_WITH_CUDA)
-  # Unset, CMake would build for its compiler default (sm_75): A100-class and Hopper by default.
+  # Unset, CMake would build for its compiler default (sm_75 alone). The GPUs DeBERTa is served on: T4 (sm_75: fp32
+  # and fp16 on CUDA cores, no bfloat16), A100 / A10 / RTX 30 (80, 86), L4 / RTX 40 (89), H100 / H200 (90).
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    set(CMAKE_CUDA_ARCHITECTURES 75 80 86 89 90)
   endif()
   enable_language(CUDA)
   # CMake 3.25 does not know how to ask nvcc for C++20 (toolchain.md, problem 3).

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
@@ -55,7 +56,17 @@ struct CudaContext {
     int major = 0, minor = 0;
     FLASHDEBERTA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     FLASHDEBERTA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    limits.compute_capability = 10 * major + minor;
+    int const device_capability = 10 * major + minor;
+    // cuBLASLt has no bfloat16 GEMMs below sm_80 (a T4 is sm_75): refused here rather than at the first GEMM.
+    if (dtype == DType::kBF16 && device_capability < 80) {
+      cudaDeviceProp properties{};
+      FLASHDEBERTA_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+      FLASHDEBERTA_FAIL("CudaPolicy: device " << device << " (" << properties.name << ", compute capability " << major
+                                              << "." << minor
+                                              << ") has no bfloat16 arithmetic, which needs 8.0 or newer; compute "
+                                                 "in fp16 or fp32 there");
+    }
+    limits.compute_capability = std::min(device_capability, cuda_kernels::kernel_code_arch(device));
     allocator = std::make_shared<CachingAllocator>(device);
     FLASHDEBERTA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     try {

@@ -207,4 +207,15 @@ void attention_eager(AttentionArgs const& a, DeviceLimits const& limits, cudaStr
   });
 }
 
+int kernel_code_arch(int device) {
+  // The tensor-core kernel's body exists only where __CUDA_ARCH__ >= 800: its attributes on this device give the
+  // virtual architecture of the code the driver picked for it (ptxVersion: 75 for compute_75 PTX JIT-compiled
+  // on an sm_90 GPU, 90 for sm_90 SASS).
+  FLASHDEBERTA_CUDA_CHECK(cudaSetDevice(device));
+  cudaFuncAttributes attributes{};
+  FLASHDEBERTA_CUDA_CHECK(
+      cudaFuncGetAttributes(&attributes, flash_mma::flash_mma_kernel<FlashTraits<__half, 64, true>, true>));
+  return attributes.ptxVersion;
+}
+
 }  // namespace flashdeberta::cuda_kernels

@@ -172,7 +172,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm) flash_mma_k
 
   write_o(cta, o, row_sum);
 #else
-  __trap();  // dispatch.cuh sends devices below sm_80 to the CUDA-core kernel
+  __trap();  // dispatch.cuh sends code below sm_80 (the device's, or older PTX: kernel_code_arch) to the CUDA-core
+             // kernel
 #endif
 }
 

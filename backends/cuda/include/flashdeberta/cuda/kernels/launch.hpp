@@ -17,8 +17,15 @@ namespace flashdeberta::cuda_kernels {
 // What the kernels need from the device they run on.
 struct DeviceLimits {
   std::size_t max_smem_per_block = 48 * 1024;  // opt-in maximum of dynamic shared memory
-  int compute_capability = 0;                  // major * 10 + minor
+  // major * 10 + minor of the code that runs: the device's, or lower where this build carries no code for the
+  // device and the driver JIT-compiles older PTX (kernel_code_arch), whose paths are those of the older GPU.
+  int compute_capability = 0;
 };
+
+// The virtual architecture (major * 10 + minor) of the kernels' code as the driver loads it on `device`: below
+// the device's own capability when the build carries only older PTX for it (CMAKE_CUDA_ARCHITECTURES 75 on an
+// sm_90 GPU), where the tensor-core kernels are compiled out and the CUDA-core paths must run.
+int kernel_code_arch(int device);
 
 // A layer's relative table re-indexed by position difference (attention/by_diff_tables.cuh): row
 // offset + d holds the table row of difference d.
