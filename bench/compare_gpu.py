@@ -88,7 +88,7 @@ def ours_by_shape(path):
     for run in doc["benchmarks"]:
         if run.get("error_occurred"):
             continue
-        m = re.match(r"(attention|whole_model)/B:(\d+)/L:(\d+)", run.get("run_name", run["name"]))
+        m = re.match(r"(attention|whole_model_graph|whole_model)/B:(\d+)/L:(\d+)", run.get("run_name", run["name"]))
         if not m:
             continue
         key = (m.group(1), int(m.group(2)), int(m.group(3)))
@@ -143,6 +143,18 @@ def main():
         hf_cols = f"{hf[0]:.2f} | {hf[1]:.0f} | {hf[0] / ms:.1f}x" if hf else "- | - | -"
         lines.append(f"| {b} x {l} | {ms:.2f} | {peak:.0f} | {hf_cols} |")
         print(lines[-1], flush=True)
+    graph_shapes = sorted({(b, l) for (fam, b, l) in ours if fam == "whole_model_graph"})
+    if graph_shapes:
+        lines += ["", "## CUDA graphs at small shapes", "",
+                  "The whole forward replayed as one captured graph (`CudaGraphForward`) against the same forward "
+                  "launched kernel by kernel, both from bench_gpu in this call.", "",
+                  "| B x L | plain ms | graph ms | plain / graph |", "|---|---|---|---|"]
+        for b, l in graph_shapes:
+            graph, _ = ours[("whole_model_graph", b, l)]
+            plain = ours.get(("whole_model", b, l))
+            plain_cols = f"{plain[0]:.3f} | {graph:.3f} | {plain[0] / graph:.2f}x" if plain else f"- | {graph:.3f} | -"
+            lines.append(f"| {b} x {l} | {plain_cols} |")
+            print(lines[-1], flush=True)
     os.makedirs(os.path.dirname(out_path), exist_ok=True)
     with open(out_path, "w") as f:
         f.write("\n".join(lines) + "\n")

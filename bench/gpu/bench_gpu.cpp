@@ -184,9 +184,10 @@ void timed(benchmark::internal::Benchmark* b) {
   b->ArgNames({"B", "L"})->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
 }
 
-// B = 1 from 128 to 32768 tokens, then the batched shapes.
+// B = 1 from 128 to 131072 tokens (one sequence as long as the position buckets allow long documents), then the
+// issue's batched shapes.
 void shapes(benchmark::internal::Benchmark* b) {
-  for (std::int64_t length = 128; length <= 32768; length *= 2) b->Args({1, length});
+  for (std::int64_t length = 128; length <= 131072; length *= 2) b->Args({1, length});
   b->Args({8, 1024})->Args({32, 512});
   timed(b);
 }
