@@ -13,6 +13,8 @@
 #         bench (bench_gpu, then bench/compare_gpu.py: torch SDPA and HF eager in the same call),
 #         graph (test_graph_cuda: CudaGraphForward against the plain forward, then under memcheck),
 #         concurrency (test_concurrency_cuda: 8 host threads sharing the weights),
+#         training (test_training_cuda: the float32 training ops and whole-model gradients, then memcheck and
+#                   racecheck over its attention cases),
 #         sanitize (memcheck, racecheck, initcheck, synccheck over every GPU test binary, run side by side),
 #         cpu_compare (bench/compare_cpu.py: the bundled flashdeberta on --backend eigen fp32/bf16/int8 against
 #                      ONNX Runtime and torch fp32/bf16 on the machine's CPU, ~6-7 min; needs a flashdeberta built
@@ -89,6 +91,16 @@ import pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-rs', 'tes
       grep -h "ERROR SUMMARY" "$out/memcheck_graph.log"
       ;;
     concurrency) step concurrency 300 "$bundle/bin/test_concurrency_cuda" ;;
+    training)
+      # The float32 training ops against the host's references and HF autograd, then memcheck and racecheck over
+      # the attention backward's cases (its shared-memory tiles and the single-writer bands).
+      step training 300 "$bundle/bin/test_training_cuda"
+      step memcheck_training 420 "$sanitizer" --tool memcheck --error-exitcode 9 "$bundle/bin/test_training_cuda" \
+        '-tc=*attention*'
+      step racecheck_training 420 "$sanitizer" --tool racecheck --error-exitcode 9 "$bundle/bin/test_training_cuda" \
+        '-tc=*attention backward against*'
+      grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$out/memcheck_training.log" "$out/racecheck_training.log"
+      ;;
     cpu_compare)
       # Work files (the random v3-base checkpoint, its ONNX export, worker logs) stay in /tmp: only the
       # log and the report come back through $OUT.
