@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
 from . import _native
+from .models import backend_for
 
 _TASKS = ("text-classification", "token-classification", "masked-lm", "multiple-choice", "question-answering")
 
@@ -66,16 +67,22 @@ class Trainer:
     """Fine-tunes `model` (a checkpoint directory) on `train_dataset` for `task`: text-classification (columns text,
     text_pair, label), token-classification (tokens, ner_tags), masked-lm (text), multiple-choice (question and
     choices, or SWAG's columns) or question-answering (question, context, answers as SQuAD's: {"text": [...],
-    "answer_start": [...]}; long contexts cut into windows sharing `doc_stride` tokens). `labels` fixes the label set and its order; `on_log(dict)` receives each logging
-    step's loss, learning rate, gradient norm and tokens per second."""
+    "answer_start": [...]}; long contexts cut into windows sharing `doc_stride` tokens). `labels` fixes the label
+    set and its order; `on_log(dict)` receives each logging step's loss, learning rate, gradient norm and tokens per
+    second. `device` is where it trains, as the models take it: "cpu" (HF's -1; `backend="kokkos"` for the Kokkos
+    backend) or "cuda" (0, "cuda:0"), in float32 on either; by default the device of a model object passed as
+    `model`, else "cpu"."""
 
     def __init__(self, model, args: TrainingArguments, train_dataset, eval_dataset=None,
                  task: str = "text-classification", labels: Optional[List[str]] = None,
                  problem_type: Optional[str] = None, max_length: Optional[int] = None, label_all_tokens: bool = False,
                  mlm_probability: float = 0.15, doc_stride: int = 128, threads: int = 0, attention: str = "flash",
-                 on_log: Optional[Callable[[Dict[str, Any]], None]] = None):
+                 on_log: Optional[Callable[[Dict[str, Any]], None]] = None, device=None, backend: Optional[str] = None):
         if task not in _TASKS:
             raise ValueError("task %r is not one of %s" % (task, ", ".join(_TASKS)))
+        if device is None:
+            device = getattr(model, "device", "cpu")
+        self.backend = backend_for(device, backend)
         self.model = os.fspath(getattr(model, "name_or_path", model))
         self.args = args
         self.train_dataset = train_dataset
@@ -128,5 +135,5 @@ class Trainer:
             save_steps=int(a.save_steps), logging_steps=int(a.logging_steps), resume=bool(resume_from_checkpoint),
             labels=self.labels, problem_type=self.problem_type, label_all_tokens=self.label_all_tokens,
             mlm_probability=float(self.mlm_probability), doc_stride=int(self.doc_stride), threads=int(self.threads),
-            attention=self.attention,
+            attention=self.attention, backend=self.backend,
             on_log=self.on_log)

@@ -55,6 +55,28 @@ def test_trainer_reads_a_jsonl_path_and_matches_the_list(tmp_path):
     assert losses[0] == losses[1]
 
 
+def test_trainer_trains_where_device_or_backend_says(tmp_path):
+    # The same data, seed and dropout masks on every backend: the losses agree up to float32 summation order.
+    losses = {}
+    for name, where in (("eigen", {"device": -1}), ("kokkos", {"backend": "kokkos"}), ("cuda", {"device": "cuda"})):
+        args = flashdeberta.TrainingArguments(output_dir=str(tmp_path / name), num_train_epochs=1,
+                                              per_device_train_batch_size=8)
+        trainer = flashdeberta.Trainer(model=TINY_EN, args=args, train_dataset=sentiment(16), max_length=32,
+                                       threads=2, **where)
+        assert trainer.backend == name
+        try:
+            losses[name] = trainer.train().training_loss
+        except ValueError as e:
+            if name == "cuda" and ("no CUDA device" in str(e) or "has no CUDA backend" in str(e)):
+                continue  # this machine has no GPU, or the package was built without CUDA
+            raise
+    assert losses["kokkos"] == pytest.approx(losses["eigen"], rel=1e-5)
+    if "cuda" in losses:
+        assert losses["cuda"] == pytest.approx(losses["eigen"], rel=1e-4)
+    with pytest.raises(ValueError, match="device='tpu'"):
+        flashdeberta.Trainer(model=TINY_EN, args=args, train_dataset=sentiment(4), device="tpu")
+
+
 def test_trainer_refuses_bad_items_naming_them(tmp_path):
     items = sentiment(4) + [{"text": "no label here"}]
     args = flashdeberta.TrainingArguments(output_dir=str(tmp_path / "out"), num_train_epochs=1)
