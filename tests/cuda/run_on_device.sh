@@ -132,7 +132,7 @@ import pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-rs', 'tes
       runs=${FLASHDEBERTA_SANITIZE_RUNS:-}
       if [ -z "$runs" ]; then
         runs="initcheck:initcheck_gemm_probe"
-        for bin in test_ops_cuda test_golden_cuda test_heads_cuda test_graph_cuda test_concurrency_cuda; do
+        for bin in test_ops_cuda test_golden_cuda test_heads_cuda test_graph_cuda test_concurrency_cuda test_training_cuda; do
           for tool in memcheck racecheck initcheck synccheck; do runs="$runs $tool:$bin"; done
         done
       fi
