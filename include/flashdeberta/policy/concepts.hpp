@@ -85,6 +85,14 @@ concept ReportsAttentionWorkspace = requires(P const& p, AttentionShape const& s
   { p.attention_workspace_bytes(shape) } -> std::convertible_to<std::int64_t>;
 };
 
+// attention_backward_workspace_bytes(shape): the same for one disentangled_attention_backward call (training). Without
+// it the training estimate counts the backward's relative-table partials (training_memory.hpp); CudaPolicy keeps
+// (T, heads, 2k) products and bands per position term, which grow with T.
+template <class P>
+concept ReportsAttentionBackwardWorkspace = requires(P const& p, AttentionShape const& shape) {
+  { p.attention_backward_workspace_bytes(shape) } -> std::convertible_to<std::int64_t>;
+};
+
 // prepare_relative(args): what a policy derives once, at load, from a layer's relative tables (args as the
 // layer's attention calls will carry them, without q, k, v or sequences), as a type of its own: CudaPolicy
 // re-indexes the tables by position difference, which its kernel would otherwise redo at every call.

@@ -24,7 +24,7 @@ struct TrainingMemory {
   std::int64_t longest = 0;
   std::int64_t tape = 0;                 // what the forward keeps for the backward
   std::int64_t backward = 0;             // the backward's gradients and attention work beside the tape
-  std::int64_t attention_workspace = 0;  // one attention call's own buffers (the forward's; the backward's is alike)
+  std::int64_t attention_workspace = 0;  // one attention call's own buffers, the forward's and the backward's
   std::int64_t total = 0;
 };
 
@@ -48,9 +48,15 @@ TrainingMemory estimate_training_memory(P const& policy, ModelConfig const& c, B
   double const embeddings = t * (e + h + h) * f + rows * h * f;
   double const tape = checkpointing ? embeddings + layers * t * h * f + per_layer_tokens + per_layer_tables
                                     : embeddings + layers * (per_layer_tokens + per_layer_tables);
-  m.attention_workspace =
-      attention_workspace_bytes(policy, attention_shape(c, batch, impl, DType::kF32)) +
-      detail::saturated_bytes(2.0 * rows * a * f * static_cast<double>(c.num_heads));  // the backward's partials
+  AttentionShape const shape = attention_shape(c, batch, impl, DType::kF32);
+  std::int64_t backward_workspace = 0;
+  if constexpr (ReportsAttentionBackwardWorkspace<P>) {
+    backward_workspace = static_cast<std::int64_t>(policy.attention_backward_workspace_bytes(shape));
+  } else {
+    backward_workspace = detail::saturated_bytes(2.0 * rows * a * f * static_cast<double>(c.num_heads));  // partials
+  }
+  m.attention_workspace = detail::saturated_bytes(static_cast<double>(attention_workspace_bytes(policy, shape)) +
+                                                  static_cast<double>(backward_workspace));
   double const backward = t * (4 * a + i + 3 * h) * f + 2 * rows * (a + h) * f;
   double const head = static_cast<double>(rows_gathered) * (3 * h + 2 * static_cast<double>(head_width)) * f;
   m.tape = detail::saturated_bytes(tape);

@@ -74,6 +74,19 @@ class CudaPolicy {
     return detail::saturated_bytes(2.0 * rows * columns * static_cast<double>(dtype_size(s.dtype)));
   }
 
+  // What disentangled_attention_backward allocates (cuda_training_ops.hpp): per position term the (T, heads, 2k)
+  // products of the tables and their bands, float32; eager its (heads, L, L) probabilities and dS, flash its rows'
+  // D and lse.
+  std::int64_t attention_backward_workspace_bytes(AttentionShape const& s) const {
+    double const tokens = static_cast<double>(s.total_tokens);
+    double const heads = static_cast<double>(s.num_heads);
+    double const terms = (s.relative_rows > 0 && s.c2p ? 1.0 : 0.0) + (s.relative_rows > 0 && s.p2c ? 1.0 : 0.0);
+    double const bands = 2.0 * terms * tokens * heads * static_cast<double>(s.relative_rows);
+    double const length = static_cast<double>(s.max_seqlen);
+    double const own = s.impl == AttentionImpl::kEager ? 2.0 * heads * length * length : 2.0 * heads * tokens;
+    return detail::saturated_bytes((bands + own) * sizeof(float));
+  }
+
   Buffer allocate(std::int64_t size, DType dtype) const {
     context_->activate();
     return Buffer(context_->pool ? context_->pool : context_->allocator, size, dtype, stream());
@@ -336,7 +349,7 @@ class CudaPolicy {
 static_assert(ExecutionPolicy<CudaPolicy>);
 static_assert(ReportsAvailableMemory<CudaPolicy> && ReportsAttentionWorkspace<CudaPolicy> &&
               PreparesRelativeTables<CudaPolicy>);
-static_assert(TrainingPolicy<CudaPolicy>);
+static_assert(TrainingPolicy<CudaPolicy> && ReportsAttentionBackwardWorkspace<CudaPolicy>);
 
 }  // namespace flashdeberta
 
