@@ -25,6 +25,36 @@ inline void require_training_matrix(char const* op, char const* name, MatrixRef 
                           << ", expected (" << rows << ", " << cols << ")");
 }
 
+// LinearBackwardArgs: dy (M, N) and w (N, K); x and dw with dw, dx with dx.
+inline void require_linear_backward_args(LinearBackwardArgs const& l) {
+  char const* op = "linear_backward";
+  std::int64_t const rows = l.dy.rows;     // M
+  std::int64_t const outputs = l.dy.cols;  // N
+  std::int64_t const inputs = l.w.cols;    // K
+  require_training_matrix(op, "dy", l.dy, rows, outputs);
+  require_training_matrix(op, "w", l.w, outputs, inputs);
+  if (!l.dw.empty()) {
+    require_training_matrix(op, "x", l.x, rows, inputs);
+    require_training_matrix(op, "dw", l.dw, outputs, inputs);
+  }
+  if (!l.dx.empty()) require_training_matrix(op, "dx", l.dx, rows, inputs);
+}
+
+// Conv1dBackwardArgs but their sequence layout, which each backend reads where it lies: dpre and x (T, C), dx with
+// dx, groups that split C, a kernel and a weight.
+inline void require_conv1d_backward_args(Conv1dBackwardArgs const& c) {
+  char const* op = "conv1d_backward";
+  std::int64_t const tokens = c.dpre.rows;
+  std::int64_t const channels = c.dpre.cols;
+  require_training_matrix(op, "dpre", c.dpre, tokens, channels);
+  require_training_matrix(op, "x", c.x, tokens, channels);
+  if (!c.dx.empty()) require_training_matrix(op, "dx", c.dx, tokens, channels);
+  FLASHDEBERTA_REQUIRE(c.groups >= 1 && channels % c.groups == 0,
+                       op << ": " << channels << " channels do not split into " << c.groups << " groups");
+  FLASHDEBERTA_REQUIRE(c.kernel_size >= 1, op << ": kernel size " << c.kernel_size);
+  FLASHDEBERTA_REQUIRE(c.weight != nullptr, op << ": weight is missing");
+}
+
 // AttentionBackwardArgs beyond the forward's own checks (each backend runs those on g.forward first): the output and
 // dout cover (T, heads x d), dq, dk and dv the forward's q, k, v columns, and a table's gradient is given exactly
 // when the forward has the table, with its rows.

@@ -39,17 +39,9 @@ inline MatrixRef f32_view(void const* data, std::int64_t first, std::int64_t row
 // dx (M, K) = dy (M, N) . w (N, K), then dw (N, K) += dy^T . x (M, K): two cuBLASLt products (dx first, as the host
 // backends); db += column sums of dy in float64.
 inline void CudaPolicy::linear_backward(LinearBackwardArgs const& l) const {
-  char const* op = "linear_backward";
+  require_linear_backward_args(l);
   std::int64_t const rows = l.dy.rows;     // M
   std::int64_t const outputs = l.dy.cols;  // N
-  std::int64_t const inputs = l.w.cols;    // K
-  require_training_matrix(op, "dy", l.dy, rows, outputs);
-  require_training_matrix(op, "w", l.w, outputs, inputs);
-  if (!l.dw.empty()) {
-    require_training_matrix(op, "x", l.x, rows, inputs);
-    require_training_matrix(op, "dw", l.dw, outputs, inputs);
-  }
-  if (!l.dx.empty()) require_training_matrix(op, "dx", l.dx, rows, inputs);
   context_->activate();
   using Product = cuda_detail::CublasLtGemm::Product;
   if (!l.dx.empty()) {
@@ -132,13 +124,7 @@ inline void CudaPolicy::conv1d_backward(Conv1dBackwardArgs const& c) const {
   char const* op = "conv1d_backward";
   std::int64_t const tokens = c.dpre.rows;
   std::int64_t const channels = c.dpre.cols;
-  require_training_matrix(op, "dpre", c.dpre, tokens, channels);
-  require_training_matrix(op, "x", c.x, tokens, channels);
-  if (!c.dx.empty()) require_training_matrix(op, "dx", c.dx, tokens, channels);
-  FLASHDEBERTA_REQUIRE(c.groups >= 1 && channels % c.groups == 0,
-                       op << ": " << channels << " channels do not split into " << c.groups << " groups");
-  FLASHDEBERTA_REQUIRE(c.kernel_size >= 1, op << ": kernel size " << c.kernel_size);
-  FLASHDEBERTA_REQUIRE(c.weight != nullptr, op << ": weight is missing");
+  require_conv1d_backward_args(c);
   std::int64_t const batch = c.sequences.batch;
   FLASHDEBERTA_REQUIRE(batch == 0 || (c.sequences.cu_seqlens != nullptr && c.sequences.positions != nullptr),
                        op << ": the sequence layout of " << batch << " sequences has no offsets or positions");

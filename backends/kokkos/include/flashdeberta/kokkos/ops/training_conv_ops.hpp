@@ -34,13 +34,7 @@ void conv1d_backward(ExecSpace const& space, Conv1dBackwardArgs const& c) {
   char const* op = "conv1d_backward";
   std::int64_t const tokens = c.dpre.rows;
   std::int64_t const channels = c.dpre.cols;
-  require_training_matrix(op, "dpre", c.dpre, tokens, channels);
-  require_training_matrix(op, "x", c.x, tokens, channels);
-  if (!c.dx.empty()) require_training_matrix(op, "dx", c.dx, tokens, channels);
-  FLASHDEBERTA_REQUIRE(c.groups >= 1 && channels % c.groups == 0,
-                       op << ": " << channels << " channels do not split into " << c.groups << " groups");
-  FLASHDEBERTA_REQUIRE(c.kernel_size >= 1, op << ": kernel size " << c.kernel_size);
-  FLASHDEBERTA_REQUIRE(c.weight != nullptr, op << ": weight is missing");
+  require_conv1d_backward_args(c);
   std::int64_t const batch = c.sequences.batch;
   std::int32_t const* cu_seqlens = c.sequences.cu_seqlens;
   FLASHDEBERTA_REQUIRE(batch == 0 || (cu_seqlens != nullptr && c.sequences.positions != nullptr &&

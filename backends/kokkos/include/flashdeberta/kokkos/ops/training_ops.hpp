@@ -20,17 +20,10 @@ namespace flashdeberta::kokkos_ops {
 // float64 (add_column_sums). dx is written before dw is formed, as eigen_ops does.
 template <class ExecSpace>
 void linear_backward(ExecSpace const& space, LinearBackwardArgs const& l) {
-  char const* op = "linear_backward";
+  require_linear_backward_args(l);
   std::int64_t const rows = l.dy.rows;     // M
   std::int64_t const outputs = l.dy.cols;  // N
   std::int64_t const inputs = l.w.cols;    // K
-  require_training_matrix(op, "dy", l.dy, rows, outputs);
-  require_training_matrix(op, "w", l.w, outputs, inputs);
-  if (!l.dw.empty()) {
-    require_training_matrix(op, "x", l.x, rows, inputs);
-    require_training_matrix(op, "dw", l.dw, outputs, inputs);
-  }
-  if (!l.dx.empty()) require_training_matrix(op, "dx", l.dx, rows, inputs);
   Strided<float const> const dy = cstrided(l.dy, "linear_backward dy");
   if (!l.dx.empty()) {
     Strided<float const> const w = cstrided(l.w, "linear_backward w");
