@@ -16,7 +16,8 @@ reporting), a load that needs more memory than the process before it gets pages 
 on the 2-core VM, taking turns after the float32 load (which lends most of its weights from the file), the
 float16 load then took 0.9-1.9 s of kernel time instead of 0.3 s, with the old CLI as with the new, while the
 same loads back to back did not (bench/results/load-2026-12-07-host.md). --grouped measures the loader itself.
-Prints the median and min-max of load_ms per checkpoint, and float16 / float32 and bfloat16 / float32.
+Prints the median and min-max of load_ms per checkpoint, float16 / float32 and bfloat16 / float32, and the median
+peak resident memory of the loading process (its ru_maxrss).
 
 The issue's bar (issue 27): float16 within 1.2x of float32, both under 600 ms on this 2-core machine at 2
 threads and under 200 ms on the GPU machine's Xeon at 16; the shipped models under 50 ms here.
@@ -24,11 +25,13 @@ threads and under 200 ms on the GPU machine's Xeon at 16; the shipped models und
 import argparse
 import datetime
 import json
+import os
 import shutil
 import statistics
 import struct
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -79,12 +82,20 @@ def stored_as(source, dtype, work):
 
 
 def load_ms(cli, model, threads):
+    """load_ms of one `flashdeberta bench` process, and that process's peak resident memory in MB (its ru_maxrss,
+    read by waiting for it with os.wait4)."""
     command = [cli, "bench", "--model", str(model), "--threads", str(threads), "--batch", "1", "--seq-len", "8",
                "--repeat", "1", "--json"]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"{' '.join(command)} failed: {done.stderr.strip()}")
-    return json.loads(done.stdout)["load_ms"]
+    with tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err)
+        out = process.stdout.read()
+        process.stdout.close()
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode != 0:
+            err.seek(0)
+            sys.exit(f"{' '.join(command)} failed: {err.read().decode(errors='replace').strip()}")
+    return json.loads(out)["load_ms"], usage.ru_maxrss / 1024.0
 
 
 def main():
@@ -111,23 +122,28 @@ def main():
     for model in models.values():
         load_ms(args.cli, model, args.threads)
     times = {name: [] for name in models}
-    if args.grouped:
-        for name, model in models.items():
-            times[name] = [load_ms(args.cli, model, args.threads) for _ in range(args.runs)]
-    else:
-        for _ in range(args.runs):
-            for name, model in models.items():
-                times[name].append(load_ms(args.cli, model, args.threads))
+    peaks = {name: [] for name in models}
+
+    def measure(name):
+        ms, peak = load_ms(args.cli, models[name], args.threads)
+        times[name].append(ms)
+        peaks[name].append(peak)
+
+    for _ in range(args.runs) if not args.grouped else [0]:
+        for name in models:
+            for _ in range(args.runs if args.grouped else 1):
+                measure(name)
 
     f32 = statistics.median(times["v3-base float32"])
     lines = [f"# Checkpoint load time by stored dtype ({datetime.date.today()})", "",
              f"Machine: {machine()}. CLI: {args.cli} (commit {commit_of(REPO)}), --threads {args.threads}. "
              f"`flashdeberta bench` load_ms, warm page cache, {args.runs} runs (median, min-max), each its own "
              "process, " + ("a checkpoint's runs back to back" if args.grouped else "the checkpoints taking turns") +
-             ".", "", "| checkpoint | load ms | / float32 |", "|---|---|---|"]
+             ".", "", "| checkpoint | load ms | / float32 | peak RSS MB |", "|---|---|---|---|"]
     for name, values in times.items():
         ratio = f"{statistics.median(values) / f32:.2f}" if name.startswith("v3-base") else ""
-        lines.append(f"| {name} | {statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f}) | {ratio} |")
+        lines.append(f"| {name} | {statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f}) | {ratio} | "
+                     f"{statistics.median(peaks[name]):.0f} |")
     report = "\n".join(lines) + "\n"
     print(report)
     if args.out:
