@@ -25,6 +25,7 @@ threads and under 200 ms on the GPU machine's Xeon at 16; the shipped models und
 import argparse
 import datetime
 import json
+import multiprocessing
 import os
 import shutil
 import statistics
@@ -43,10 +44,20 @@ from startup_time import commit_of, machine  # noqa: E402
 
 def stored_as(source, dtype, work):
     """`source` (a float32 checkpoint directory) with every tensor stored as `dtype` ("F16" or "BF16"): the
-    values rounded to it (bfloat16: to nearest even), the other files copied."""
+    values rounded to it (bfloat16: to nearest even), the other files copied. Converted in a process of its own:
+    a child forked later inherits this process's peak resident memory as the floor of its ru_maxrss, so the
+    measuring process must never hold a whole checkpoint."""
     out = work / f"{source.name}-{dtype.lower()}"
-    if (out / "model.safetensors").exists():
-        return out
+    if not (out / "model.safetensors").exists():
+        converter = multiprocessing.get_context("spawn").Process(target=convert, args=(source, dtype, out))
+        converter.start()
+        converter.join()
+        if converter.exitcode != 0:
+            sys.exit(f"converting {source} to {dtype} failed (exit {converter.exitcode})")
+    return out
+
+
+def convert(source, dtype, out):
     out.mkdir(parents=True, exist_ok=True)
     for f in source.iterdir():
         if f.name != "model.safetensors":
@@ -78,7 +89,6 @@ def stored_as(source, dtype, work):
         for chunk in chunks:
             f.write(chunk)
     (out / "model.safetensors.tmp").rename(out / "model.safetensors")
-    return out
 
 
 def load_ms(cli, model, threads):
