@@ -56,7 +56,8 @@ TEST_CASE("cuda training: dense ops against the reference") {
   tt::embedding_backward_cases(r, kSeed, 2e-6);
   tt::conv1d_backward_cases(r, kSeed, 2e-6);
   tt::dropout_cases(r, kSeed, 2e-7);
-  tt::adamw_cases(r, kSeed, 1.0);
+  // nvcc contracts the moment updates into FMAs (one rounding where the reference has two): 2 ulps.
+  tt::adamw_cases(r, kSeed, 2.0);
   tt::fill_cases(r);
   tt::sum_of_squares_cases(r, kSeed, 1e-12);
 }
