@@ -100,19 +100,18 @@ void RequestGate::leave() {
   if (wake) idle_.notify_all();
 }
 
-// One request's sequences on their way through the batches. `next`, `settled` and `error` are guarded by mutex_;
-// `output`, `done` and `tokens_done` belong to the thread running the batches until `settled` is set, after
-// which the request's thread reads `output`.
+// One request's sequences on their way through the batches. `next` is guarded by mutex_; `output`, `done`,
+// `tokens_done` and `error` belong to the thread running the batches until `settled` is set (under mutex_),
+// after which the request's thread reads them without the mutex.
 struct BatchQueue::Job {
   std::vector<tokenizer::Encoding>* encodings = nullptr;
   std::size_t next = 0;          // the first sequence no batch has taken yet
   std::size_t done = 0;          // sequences whose rows are in `output`
   std::int64_t tokens_done = 0;  // their tokens: where the next rows' token indices start
-  bool settled = false;          // `output` or `error` is final
+  std::atomic<int> settled = 0;  // 1: `output` or `error` is final (an int: std::atomic<int>::wait is a futex)
   std::exception_ptr error;
   HeadOutput output;
   Clock::time_point enqueued;
-  std::condition_variable changed;  // settled
 };
 
 BatchQueue::BatchQueue(runtime::Pipeline const& pipeline, std::int64_t max_batch_tokens, Metrics& metrics,
@@ -135,23 +134,39 @@ HeadOutput BatchQueue::run(std::vector<tokenizer::Encoding>& encodings) const {
   auto const job = std::make_shared<Job>();
   job->encodings = &encodings;
   job->enqueued = Clock::now();
-  std::unique_lock lock(mutex_);
-  if (stopping_) throw ApiError(kUnavailable, ErrorType::kUnhealthy, "the server is shutting down");
-  ++callers_;
-  queue_.push_back(job);
-  queued_sequences_ += encodings.size();
-  if (forward_thread_ == ForwardThread::kCaller && !forward_running_ && queue_.size() == 1) {
-    // Nothing runs and nothing else waits: this thread runs its request's batches (with whatever joins the
-    // queue meanwhile), then leaves what is queued to the worker.
-    while (!job->settled) run_next_batch(lock);
-    if (!queue_.empty()) wake_.notify_one();
-  } else {
-    wake_.notify_one();
-    job->changed.wait(lock, [&] { return job->settled; });
+  {
+    std::unique_lock lock(mutex_);
+    if (stopping_) throw ApiError(kUnavailable, ErrorType::kUnhealthy, "the server is shutting down");
+    ++callers_;
+    queue_.push_back(job);
+    queued_sequences_ += encodings.size();
+    if (forward_thread_ == ForwardThread::kCaller && !forward_running_ && queue_.size() == 1) {
+      // Nothing runs and nothing else waits: this thread runs its request's batches (with whatever joins the
+      // queue meanwhile), then leaves what is queued to the worker.
+      while (job->settled.load(std::memory_order_relaxed) == 0) run_next_batch(lock);
+      if (!queue_.empty()) wake_.notify_one();
+    } else {
+      wake_.notify_one();
+    }
   }
-  if (--callers_ == 0 && stopping_) left_.notify_all();
+  wait_settled(*job);
+  leave();
   if (job->error) std::rethrow_exception(job->error);  // the ApiError of a failed forward
   return std::move(job->output);
+}
+
+void BatchQueue::wait_settled(Job const& job) {
+  while (job.settled.load(std::memory_order_acquire) == 0) job.settled.wait(0, std::memory_order_acquire);
+}
+
+// Without mutex_ while other threads remain inside; the last one leaves under it, since the destructor checks
+// callers_ under mutex_ and may free the queue as soon as it reads 0.
+void BatchQueue::leave() const {
+  std::size_t inside = callers_.load(std::memory_order_relaxed);
+  while (inside > 1)
+    if (callers_.compare_exchange_weak(inside, inside - 1, std::memory_order_acq_rel)) return;
+  std::lock_guard const lock(mutex_);
+  if (callers_.fetch_sub(1, std::memory_order_acq_rel) == 1 && stopping_) left_.notify_all();
 }
 
 void BatchQueue::stop() {
@@ -207,10 +222,15 @@ std::vector<BatchQueue::Slice> BatchQueue::take_batch(std::unique_lock<std::mute
   return slices;
 }
 
-void BatchQueue::settle(Job& job, std::exception_ptr error) const {
-  job.settled = true;
+void BatchQueue::settle(Job& job, std::exception_ptr error) {
   job.error = std::move(error);
-  job.changed.notify_one();
+  job.settled.store(1, std::memory_order_release);
+}
+
+// The slices hold their jobs: a job whose thread has already seen `settled` and left is still alive here.
+void BatchQueue::wake_settled(std::vector<Slice> const& slices) {
+  for (Slice const& slice : slices)
+    if (slice.job->settled.load(std::memory_order_relaxed) != 0) slice.job->settled.notify_one();
 }
 
 void BatchQueue::run_and_settle(std::vector<Slice> const& slices) const {
@@ -220,22 +240,29 @@ void BatchQueue::run_and_settle(std::vector<Slice> const& slices) const {
     // A forward that fails fails every request in it; the requests queued behind them go on.
     auto const error = std::make_exception_ptr(
         ApiError(kFailedDependency, ErrorType::kBackend, std::string("the forward pass failed: ") + e.what()));
+    {
+      std::lock_guard const lock(mutex_);
+      for (Slice const& slice : slices) {
+        Job& job = *slice.job;
+        if (job.settled.load(std::memory_order_relaxed) != 0) continue;
+        if (auto const at = std::find(queue_.begin(), queue_.end(), slice.job); at != queue_.end()) {
+          queued_sequences_ -= job.encodings->size() - job.next;
+          queue_.erase(at);
+        }
+        settle(job, error);
+      }
+    }
+    wake_settled(slices);
+    return;
+  }
+  {
     std::lock_guard const lock(mutex_);
     for (Slice const& slice : slices) {
       Job& job = *slice.job;
-      if (job.settled) continue;
-      if (auto const at = std::find(queue_.begin(), queue_.end(), slice.job); at != queue_.end()) {
-        queued_sequences_ -= job.encodings->size() - job.next;
-        queue_.erase(at);
-      }
-      settle(job, error);
+      if (job.done == job.encodings->size() && job.settled.load(std::memory_order_relaxed) == 0) settle(job, nullptr);
     }
-    return;
   }
-  std::lock_guard const lock(mutex_);
-  for (Slice const& slice : slices) {
-    if (slice.job->done == slice.job->encodings->size() && !slice.job->settled) settle(*slice.job, nullptr);
-  }
+  wake_settled(slices);
 }
 
 void BatchQueue::run_batch(std::vector<Slice> const& slices) const {

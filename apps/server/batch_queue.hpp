@@ -18,6 +18,7 @@
 // is answered 429 at once instead of waiting behind the others.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -122,7 +123,12 @@ class BatchQueue final : public runtime::HeadRunner {
   // Runs a batch (mutex_ not held), then settles the requests it completes, or fails all of its requests.
   void run_and_settle(std::vector<Slice> const& slices) const;
   void run_batch(std::vector<Slice> const& slices) const;
-  void settle(Job& job, std::exception_ptr error) const;  // mutex_ held
+  // Marks the job final (mutex_ held); its thread is woken by wake_settled() once mutex_ is released, so that
+  // the requests of a batch wake in parallel instead of queueing on mutex_ behind the settling thread.
+  static void settle(Job& job, std::exception_ptr error);
+  static void wake_settled(std::vector<Slice> const& slices);
+  static void wait_settled(Job const& job);
+  void leave() const;  // a request's thread leaves run()
 
   runtime::Pipeline const& pipeline_;
   std::int64_t max_batch_tokens_;
@@ -133,8 +139,8 @@ class BatchQueue final : public runtime::HeadRunner {
   mutable std::condition_variable left_;  // the destructor's: the last request's thread left run()
   mutable std::deque<std::shared_ptr<Job>> queue_;
   mutable std::size_t queued_sequences_ = 0;
-  mutable std::size_t callers_ = 0;       // threads inside run()
-  mutable bool forward_running_ = false;  // by the worker or a request's thread
+  mutable std::atomic<std::size_t> callers_ = 0;  // threads inside run()
+  mutable bool forward_running_ = false;          // by the worker or a request's thread
   mutable bool stopping_ = false;
   std::thread worker_;  // last: started once everything above exists
 };

@@ -16,12 +16,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// I/O threads: reading and writing bytes is light next to the handlers' work. On the 16-core GPU machine one
-// I/O thread answered a single client sooner than two (p50 0.90-0.94 ms against 0.99-1.05) at the same
-// 64-client throughput: handlers posted to a second thread wake it for every request.
+// I/O threads, each with its own io_context: one per four cores, at least one, at most four. On the 16-core GPU
+// machine with the clients on the same cores (bench/results/server-load-2026-12-07-h100-spin.md) four kept 64
+// clients at 33,126-37,209 requests/s where one gave 30,334-34,066, and on a busy host one I/O thread, descheduled
+// among the clients, collapsed to 10,702-13,517 where four held 20,818-22,799; one client was as fast with either.
 std::size_t io_threads() {
   std::size_t const cores = std::max(1u, std::thread::hardware_concurrency());
-  return std::clamp<std::size_t>(cores / 32, 1, 4);
+  return std::clamp<std::size_t>(cores / 4, 1, 4);
 }
 
 http::Limits limits_of(ServeOptions const& options) {

@@ -187,27 +187,30 @@ void Connection::handle() {
   if (handler == nullptr) return answer(std::move(response));
   // The pool's task holds the io_context's work, so the I/O threads wait for its answer even at stop. It reads
   // nothing of the connection that the strand may change meanwhile (on_stop clears keep_alive_).
-  listener_.pool().post([self = shared_from_this(), handler, request = std::move(request), keep_alive = keep_alive_,
-                         head = head_, body = std::make_shared<BodyReservation>(std::move(body_)),
-                         work = asio::make_work_guard(socket_.get_executor())]() mutable {
-    HttpResponse response;
-    Application& app = self->listener_.app();
-    try {
-      decode_content(request.body, request.get_header_value("Content-Encoding"), self->limits_.payload_limit);
-      (*handler)(request, response);
-    } catch (Refusal const& refusal) {
-      response = HttpResponse();
-      app.refuse(request.path, refusal.status(), refusal.what(), response);
-    } catch (std::exception const& e) {  // the handlers render their own errors; this is a last resort
-      response = HttpResponse();
-      app.refuse(request.path, kInternalError, e.what(), response);
-    }
-    request = HttpRequest();
-    body->release();
-    auto wire = std::make_shared<Wire>(wire_of(std::move(response), keep_alive && !self->listener_.stopping(), head));
-    beast::error_code const error = self->send_now(*wire);
-    asio::post(self->socket_.get_executor(), [self, wire, error] { self->on_sent(wire, error); });
-  });
+  listener_.pool().post(
+      [self = shared_from_this(), handler, request = std::move(request), keep_alive = keep_alive_, head = head_,
+       body = std::make_shared<BodyReservation>(std::move(body_)),
+       work = asio::make_work_guard(socket_.get_executor())]() mutable {
+        HttpResponse response;
+        Application& app = self->listener_.app();
+        try {
+          decode_content(request.body, request.get_header_value("Content-Encoding"), self->limits_.payload_limit);
+          (*handler)(request, response);
+        } catch (Refusal const& refusal) {
+          response = HttpResponse();
+          app.refuse(request.path, refusal.status(), refusal.what(), response);
+        } catch (std::exception const& e) {  // the handlers render their own errors; this is a last resort
+          response = HttpResponse();
+          app.refuse(request.path, kInternalError, e.what(), response);
+        }
+        request = HttpRequest();
+        body->release();
+        auto wire =
+            std::make_shared<Wire>(wire_of(std::move(response), keep_alive && !self->listener_.stopping(), head));
+        beast::error_code const error = self->send_now(*wire);
+        asio::post(self->socket_.get_executor(), [self, wire, error] { self->on_sent(wire, error); });
+      },
+      keep_alive_ && listener_.open_connections() == 1);
 }
 
 void Connection::refuse(Refusal const& refusal) {

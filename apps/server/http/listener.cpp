@@ -35,21 +35,30 @@ void raise_open_files_limit() {
   }
 }
 
+std::vector<std::unique_ptr<asio::io_context>> make_contexts(std::size_t count) {
+  std::vector<std::unique_ptr<asio::io_context>> contexts;
+  for (std::size_t i = 0; i < std::max<std::size_t>(count, 1); ++i)
+    contexts.push_back(std::make_unique<asio::io_context>(1));  // 1: run by one thread, no locking between threads
+  return contexts;
+}
+
 }  // namespace
 
 Listener::Listener(Limits const& limits, Application& app)
     : limits_(limits),
       app_(app),
-      io_(static_cast<int>(limits.io_threads)),
-      acceptor_(io_),
-      accept_pause_(io_),
-      pool_(limits.worker_threads) {}
+      contexts_(make_contexts(limits.io_threads)),
+      acceptor_(*contexts_.front()),
+      accept_pause_(*contexts_.front()),
+      pool_(limits.worker_threads) {
+  for (std::size_t i = 1; i < contexts_.size(); ++i) keep_running_.push_back(asio::make_work_guard(*contexts_[i]));
+}
 
 Listener::~Listener() = default;
 
 int Listener::bind(std::string const& host, int port) {
   boost::system::error_code error;
-  tcp::resolver resolver(io_);
+  tcp::resolver resolver(*contexts_.front());
   auto const endpoints = resolver.resolve(host, std::to_string(port), tcp::resolver::passive, error);
   if (!error && !endpoints.empty()) {
     tcp::endpoint const endpoint = endpoints.begin()->endpoint();
@@ -74,16 +83,16 @@ int Listener::bind(std::string const& host, int port) {
 void Listener::serve() {
   accept();
   std::vector<std::thread> threads;
-  for (std::size_t i = 1; i < limits_.io_threads; ++i) threads.emplace_back([this] { run(); });
-  run();
+  for (std::size_t i = 1; i < contexts_.size(); ++i) threads.emplace_back([this, i] { run(*contexts_[i]); });
+  run(*contexts_.front());
   for (std::thread& thread : threads) thread.join();
   pool_.stop();
 }
 
-void Listener::run() {
+void Listener::run(asio::io_context& context) {
   for (;;) {
     try {
-      io_.run();
+      context.run();
       return;
     } catch (std::exception const& e) {  // one connection's failure (out of memory) is not the server's
       std::fprintf(stderr, "flashdeberta: HTTP I/O error: %s\n", e.what());
@@ -93,10 +102,11 @@ void Listener::run() {
 
 void Listener::stop() {
   stopping_ = true;
-  asio::post(io_, [this] {
+  asio::post(*contexts_.front(), [this] {
     boost::system::error_code ignored;
     acceptor_.close(ignored);
     accept_pause_.cancel();
+    keep_running_.clear();  // each context ends with its last connection
   });
   std::vector<std::shared_ptr<Connection>> open;
   {
@@ -112,6 +122,7 @@ bool Listener::enter(std::shared_ptr<Connection> const& connection) {
   std::lock_guard const lock(mutex_);
   if (stopping_) return false;
   connections_.emplace(connection.get(), connection);
+  open_connections_.store(connections_.size(), std::memory_order_relaxed);
   return true;
 }
 
@@ -126,11 +137,14 @@ std::optional<BodyReservation> Listener::reserve_body(std::size_t bytes) {
 void Listener::leave(Connection* connection) {
   std::lock_guard const lock(mutex_);
   connections_.erase(connection);
+  open_connections_.store(connections_.size(), std::memory_order_relaxed);
 }
 
 void Listener::accept() {
-  // Each connection gets a strand of its own: its handlers never run at once, on whichever I/O thread.
-  acceptor_.async_accept(asio::make_strand(io_), [this](boost::system::error_code error, tcp::socket socket) {
+  // The contexts take connections in turn. Each connection gets a strand of its own: its handlers never run at
+  // once, even with the worker pool's posts.
+  asio::io_context& context = *contexts_[next_context_++ % contexts_.size()];
+  acceptor_.async_accept(asio::make_strand(context), [this](boost::system::error_code error, tcp::socket socket) {
     if (error == asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (error) {
       // EMFILE and the like: the pending connection waits in the backlog until a descriptor is free.

@@ -4,15 +4,28 @@
 
 namespace flashdeberta::cli::server::http {
 
-WorkerPool::WorkerPool(std::size_t max_threads) : max_threads_(max_threads < 1 ? 1 : max_threads) {}
+namespace {
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+WorkerPool::WorkerPool(std::size_t max_threads, bool polls)
+    : max_threads_(max_threads < 1 ? 1 : max_threads), polls_(polls) {}
 
 WorkerPool::~WorkerPool() { stop(); }
 
-void WorkerPool::post(std::function<void()> task) {
+void WorkerPool::post(std::function<void()> task, bool follow_up) {
   std::unique_lock lock(mutex_);
   if (stopping_) return;
-  tasks_.push_back(std::move(task));
+  tasks_.push_back(Task{std::move(task), follow_up});
+  pending_.store(tasks_.size(), std::memory_order_release);
   join_finished(lock);
+  if (spinning_ && tasks_.size() == 1) return;  // the polling thread takes it, or sees it under the mutex after
   if (idle_ < tasks_.size() && running_ < max_threads_) {
     ++running_;
     std::thread thread([this] { work(); });
@@ -41,17 +54,33 @@ std::size_t WorkerPool::threads() const {
 
 void WorkerPool::work() {
   std::unique_lock lock(mutex_);
+  bool follow_up = false;  // the last task's
   for (;;) {
     if (!tasks_.empty()) {
-      std::function<void()> task = std::move(tasks_.front());
+      Task task = std::move(tasks_.front());
       tasks_.pop_front();
+      pending_.store(tasks_.size(), std::memory_order_relaxed);
+      ++busy_;
       lock.unlock();
-      task();
-      task = nullptr;  // what the task holds (a connection, its request) goes before the lock is taken
+      task.run();
+      task.run = nullptr;  // what the task holds (a connection, its request) goes before the lock is taken
+      follow_up = task.follow_up;
       lock.lock();
+      --busy_;
       continue;
     }
     if (stopping_) break;
+    if (std::exchange(follow_up, false) && polls_ && busy_ == 0 && !spinning_) {
+      spinning_ = true;
+      ++idle_;
+      lock.unlock();
+      auto const until = std::chrono::steady_clock::now() + kIdleSpin;
+      while (pending_.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < until) cpu_relax();
+      lock.lock();
+      --idle_;
+      spinning_ = false;
+      if (!tasks_.empty() || stopping_) continue;
+    }
     ++idle_;
     bool const woken = wake_.wait_for(lock, kIdleExit, [this] { return !tasks_.empty() || stopping_; });
     --idle_;
