@@ -57,16 +57,26 @@ struct CudaContext {
     FLASHDEBERTA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     FLASHDEBERTA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
     int const device_capability = 10 * major + minor;
+    // The kernels run the code the driver loaded for this device: a program that carries only compute_75 PTX
+    // (a T4 build) runs the sm_75 paths on any GPU, and has no bfloat16 there either.
+    int const code_arch = cuda_kernels::kernel_code_arch(device);
+    limits.compute_capability = std::min(device_capability, code_arch);
     // cuBLASLt has no bfloat16 GEMMs below sm_80 (a T4 is sm_75): refused here rather than at the first GEMM.
-    if (dtype == DType::kBF16 && device_capability < 80) {
+    if (dtype == DType::kBF16 && limits.compute_capability < 80) {
       cudaDeviceProp properties{};
       FLASHDEBERTA_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
-      FLASHDEBERTA_FAIL("CudaPolicy: device " << device << " (" << properties.name << ", compute capability " << major
-                                              << "." << minor
-                                              << ") has no bfloat16 arithmetic, which needs 8.0 or newer; compute "
-                                                 "in fp16 or fp32 there");
+      if (device_capability < 80) {
+        FLASHDEBERTA_FAIL("CudaPolicy: device " << device << " (" << properties.name << ", compute capability " << major
+                                                << "." << minor
+                                                << ") has no bfloat16 arithmetic, which needs 8.0 or newer; compute "
+                                                   "in fp16 or fp32 there");
+      }
+      FLASHDEBERTA_FAIL("CudaPolicy: this program's kernels for device "
+                        << device << " (" << properties.name << ") are compute_" << code_arch
+                        << " code, which has no bfloat16 arithmetic (8.0 or newer); compute in fp16 or fp32, or "
+                           "build with CMAKE_CUDA_ARCHITECTURES including "
+                        << device_capability);
     }
-    limits.compute_capability = std::min(device_capability, cuda_kernels::kernel_code_arch(device));
     allocator = std::make_shared<CachingAllocator>(device);
     FLASHDEBERTA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     try {
