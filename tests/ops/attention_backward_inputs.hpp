@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flashdeberta/math/relative_position.hpp"
@@ -45,6 +46,27 @@ struct Spec {
 };
 
 inline constexpr float kTableStart = 0.5f;  // dpos_* hold this before the backward adds into them
+
+// Packed sequences of lengths 1 to 130 with holes, v1's interleaved layout, 3 heads of 16 and 64, each set of position
+// terms (c2p and p2c, either, none): eight cases seeded first_seed, first_seed + 1, ...
+inline std::vector<Spec> packed_position_term_specs(std::uint32_t first_seed) {
+  std::vector<Spec> specs;
+  for (std::int64_t d : {16, 64}) {
+    for (auto [c2p, p2c] : {std::pair{true, true}, {true, false}, {false, true}, {false, false}}) {
+      Spec s;
+      s.lengths = {5, 130, 1, 37, 70};
+      s.heads = 3;
+      s.head_size = d;
+      s.c2p = c2p;
+      s.p2c = p2c;
+      s.layout = QkvLayout::kInterleavedPerHead;
+      s.holes = true;
+      s.seed = first_seed++;
+      specs.push_back(s);
+    }
+  }
+  return specs;
+}
 
 // A case's inputs on the host: packed sequences (positions with holes where asked), the relative slot table, the fused
 // (T, 3A) q/k/v, both (2k, A) tables and dout (T, A + 3): a row stride wider than the gradient.

@@ -17,6 +17,7 @@
 #include <omp.h>
 #endif
 
+#include "attention_backward_errors.hpp"
 #include "attention_backward_inputs.hpp"
 #include "attention_backward_reference.hpp"
 #include "flashdeberta/eigen/ops/attention_backward.hpp"
@@ -30,6 +31,8 @@ using namespace flashdeberta;
 using Floats = std::vector<float>;
 using Doubles = std::vector<double>;
 
+using attention_tests::Errors;
+using attention_tests::relative_error;
 using attention_tests::Spec;
 
 MatrixRef matrix(Floats& v, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
@@ -121,33 +124,7 @@ struct Problem : attention_tests::Inputs {
   }
 };
 
-// max |got - want| / max |want|: the error relative to the tensor's scale (NaN, an unwritten element, fails).
-double relative_error(Doubles const& got, Doubles const& want) {
-  REQUIRE(got.size() == want.size());
-  double err = 0.0, scale = 0.0;
-  for (std::size_t x = 0; x < got.size(); ++x) {
-    double const e = std::abs(got[x] - want[x]);
-    err = std::isnan(e) ? INFINITY : std::max(err, e);
-    scale = std::max(scale, std::abs(want[x]));
-  }
-  return scale > 0.0 ? err / scale : err;
-}
-
 Doubles widen(Floats const& v) { return Doubles(v.begin(), v.end()); }
-
-// Worst relative error of the forward output and of each gradient over the runs of one test case.
-struct Errors {
-  double out = 0, dq = 0, dk = 0, dv = 0, dpos_key = 0, dpos_query = 0;
-
-  double worst() const { return std::max({out, dq, dk, dv, dpos_key, dpos_query}); }
-  std::string text() const {
-    std::ostringstream os;
-    os.precision(2);
-    os << std::scientific << "out " << out << ", dq " << dq << ", dk " << dk << ", dv " << dv << ", dpos_key "
-       << dpos_key << ", dpos_query " << dpos_query;
-    return os.str();
-  }
-};
 
 constexpr double kTolerance = 1e-5;
 
@@ -174,12 +151,7 @@ Errors check_case(Spec const& spec, AttentionImpl impl, Errors errors = {}) {
       };
       if (!spec.c2p) CHECK(untouched(p.dpos_key));
       if (!spec.p2c) CHECK(untouched(p.dpos_query));
-      errors.out = std::max(errors.out, e.out);
-      errors.dq = std::max(errors.dq, e.dq);
-      errors.dk = std::max(errors.dk, e.dk);
-      errors.dv = std::max(errors.dv, e.dv);
-      errors.dpos_key = std::max(errors.dpos_key, e.dpos_key);
-      errors.dpos_query = std::max(errors.dpos_query, e.dpos_query);
+      errors.take_max(e);
     }
   }
   return errors;
@@ -212,22 +184,7 @@ TEST_CASE("attention backward: head sizes 8 to 64 and lengths 1 to 130 against t
 }
 
 TEST_CASE("attention backward: packed sequences with holes, v1 interleaved, each set of position terms") {
-  std::vector<Spec> specs;
-  std::uint32_t seed = 40;
-  for (std::int64_t d : {16, 64}) {
-    for (auto [c2p, p2c] : {std::pair{true, true}, {true, false}, {false, true}, {false, false}}) {
-      Spec s;
-      s.lengths = {5, 130, 1, 37, 70};
-      s.heads = 3;
-      s.head_size = d;
-      s.c2p = c2p;
-      s.p2c = p2c;
-      s.layout = QkvLayout::kInterleavedPerHead;
-      s.holes = true;
-      s.seed = seed++;
-      specs.push_back(s);
-    }
-  }
+  std::vector<Spec> const specs = attention_tests::packed_position_term_specs(40);
   check_cases(specs, "packed, holes, interleaved");
 }
 

@@ -17,16 +17,13 @@
 
 namespace flashdeberta::kokkos_ops {
 
-// The functions the backward formulas add to common.hpp's (Kokkos 3.7 moved them out of Experimental).
+// The function the attention backward's log-sum-exp adds to common.hpp's (Kokkos 3.7 moved it out of
+// Experimental).
 namespace math {
 #if KOKKOS_VERSION >= 30700
-using Kokkos::erf;
 using Kokkos::log;
-using Kokkos::log1p;
 #else
-using Kokkos::Experimental::erf;
 using Kokkos::Experimental::log;
-using Kokkos::Experimental::log1p;
 #endif
 }  // namespace math
 
@@ -53,59 +50,6 @@ void add_column_sums(ExecSpace const& space, Strided<float const> const& m, floa
       });
 }
 
-// dy * act'(x), the derivative of math/activation.hpp's formula. The logistic-based forms use s = 1 / (1 + e),
-// e = exp(-z), with 1 - s = e s and 1 - tanh^2(u) = 4 s (1 - s) for z = 2u: differences of saturated values keep
-// no relative accuracy (eigen_ops::activation_backward_row measured 6.5e-6 against 1.7e-7 for gelu_tanh).
-KOKKOS_INLINE_FUNCTION float activation_backward_value(Activation act, float x, float dy) {
-  // z at least -80: e s stays finite (exp(80) < FLT_MAX) and s (1.8e-35) is 0 for every purpose.
-  auto const exp_neg = [](float z) { return math::exp(-(z > -80.0f ? z : -80.0f)); };
-  switch (act) {
-    case Activation::kIdentity:
-      return dy;
-    case Activation::kGelu: {  // Phi(x) + x phi(x)
-      constexpr float kInvSqrt2 = 0.70710678118654752440f;
-      constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
-      return dy * (0.5f * (1.0f + math::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * math::exp(-0.5f * x * x));
-    }
-    case Activation::kGeluTanh:
-    case Activation::kGeluFast: {  // 0.5 x (1 + tanh u), u = a (x + b x^3): s + 2 x s (1 - s) u', s = logistic(2u)
-      constexpr float kA = 0.79788456080286535588f;
-      constexpr float kB = 0.044715f;
-      float const e = exp_neg(2.0f * kA * (x + kB * x * x * x));
-      float const s = 1.0f / (1.0f + e);
-      return dy * (s + 2.0f * x * s * (e * s) * kA * (1.0f + 3.0f * kB * x * x));
-    }
-    case Activation::kQuickGelu: {  // x s(1.702 x)
-      float const e = exp_neg(1.702f * x);
-      float const s = 1.0f / (1.0f + e);
-      return dy * s * (1.0f + 1.702f * x * (e * s));
-    }
-    case Activation::kRelu:  // 0 at x = 0, as PyTorch's threshold_backward
-      return x > 0.0f ? dy : 0.0f;
-    case Activation::kTanh: {  // 4 s (1 - s), s = logistic(2 x)
-      float const e = exp_neg(2.0f * x);
-      float const s = 1.0f / (1.0f + e);
-      return dy * 4.0f * s * (e * s);
-    }
-    case Activation::kSigmoid: {
-      float const e = exp_neg(x);
-      float const s = 1.0f / (1.0f + e);
-      return dy * s * (e * s);
-    }
-    case Activation::kSilu: {  // x s(x)
-      float const e = exp_neg(x);
-      float const s = 1.0f / (1.0f + e);
-      return dy * s * (1.0f + x * (e * s));
-    }
-    case Activation::kMish: {  // x tanh(softplus(x)); the forward takes softplus(x) = x above 20, whose slope is 1
-      float const t = math::tanh(x > 20.0f ? x : math::log1p(math::exp(x)));
-      float const softplus_slope = x > 20.0f ? 1.0f : 1.0f / (1.0f + math::exp(-x));
-      return dy * (t + x * (1.0f - t * t) * softplus_slope);
-    }
-  }
-  return dy;
-}
-
 // One work item per element. The forward is apply_activation, as gemm.hpp's epilogue applies it, so an activation
 // run on its own and one fused into a GEMM agree bit for bit. Each item reads x and dy before it writes out, so out
 // may alias either; with accumulate the result is added to out.
@@ -128,7 +72,7 @@ void activation(ExecSpace const& space, ActivationArgs const& a) {
       KOKKOS_LAMBDA(std::int64_t idx) {
         std::int64_t const r = idx / cols;
         std::int64_t const c = idx % cols;
-        float const v = backward ? activation_backward_value(act, x(r, c), dy(r, c)) : apply_activation(act, x(r, c));
+        float const v = backward ? activation_backward(act, x(r, c), dy(r, c)) : apply_activation(act, x(r, c));
         out(r, c) = accumulate ? out(r, c) + v : v;
       });
 }
