@@ -15,6 +15,8 @@
 #         concurrency (test_concurrency_cuda: 8 host threads sharing the weights),
 #         training (test_training_cuda: the float32 training ops and whole-model gradients, then memcheck and
 #                   racecheck over its attention cases),
+#         training_bench (bench_training_gpu: one float32 training step of deberta-v3-base per shape, its phases and
+#                        peak device memory, JSON under $OUT; extra arguments in $FLASHDEBERTA_TRAINING_BENCH_ARGS),
 #         sanitize (memcheck, racecheck, initcheck, synccheck over every GPU test binary, run side by side),
 #         cpu_compare (bench/compare_cpu.py: the bundled flashdeberta on --backend eigen fp32/bf16/int8 against
 #                      ONNX Runtime and torch fp32/bf16 on the machine's CPU, ~6-7 min; needs a flashdeberta built
@@ -100,6 +102,11 @@ import pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-rs', 'tes
       step racecheck_training 420 "$sanitizer" --tool racecheck --error-exitcode 9 "$bundle/bin/test_training_cuda" \
         '-tc=*attention backward against*'
       grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$out/memcheck_training.log" "$out/racecheck_training.log"
+      ;;
+    training_bench)
+      # shellcheck disable=SC2086  # the extra arguments are split on purpose
+      step training_bench 540 "$bundle/bin/bench_training_gpu" --benchmark_out="$out/training_bench.json" \
+        --benchmark_out_format=json ${FLASHDEBERTA_TRAINING_BENCH_ARGS:-}
       ;;
     cpu_compare)
       # Work files (the random v3-base checkpoint, its ONNX export, worker logs) stay in /tmp: only the

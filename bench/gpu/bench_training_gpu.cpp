@@ -1,0 +1,208 @@
+// One full training step through CudaPolicy (float32): deberta-v3-base's shape (random initial weights, as HF's
+// initializer draws them), sequence classification with 2 labels, flash attention, dropout off; the step is
+// zero_grads, forward with the loss, backward, global-norm clipping at 1.0 and AdamW (lr 5e-5, weight decay 0.01),
+// HF Trainer's defaults (bench/bench_training.cpp runs the same step on the host).
+//   training/cuda/v3-base/B/L   one step per iteration, wall time from the first call to the fence after AdamW
+// Counters per step: fwd_bwd_ms (forward, loss, backward; fenced by the loss's download), adamw_ms (norm, clipping,
+// update; fenced), tokens/s, and peak_MiB: the device memory in use at the step's peak beyond what was in use before
+// it (the weights, their gradients and AdamW's moments), from CudaPolicy's allocator.
+//   bench_training_gpu [--shapes=32x512,8x2048,1x8192] [--steps=3] [--attention=flash|eager] [Google Benchmark flags]
+// The shapes (32 x 512, 8 x 2048, 1 x 8192) by default; 1 x 16384 and 1 x 32768 show the memory growing
+// linearly with L. Without a CUDA device each benchmark reports "no CUDA device" and times nothing.
+#include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../random_checkpoint.hpp"
+#include "flashdeberta/cuda/cuda_policy.hpp"
+#include "flashdeberta/io/config_json.hpp"
+#include "flashdeberta/train/optimizer.hpp"
+#include "flashdeberta/train/training_model.hpp"
+
+namespace flashdeberta::bench {
+namespace {
+
+using Model = TrainingModel<V3, CudaPolicy>;
+using Clock = std::chrono::steady_clock;
+
+struct Shape {
+  std::int64_t batch;
+  std::int64_t length;
+};
+
+// B sequences of L ids drawn uniformly from the vocabulary.
+Batch random_batch(Shape s, std::int64_t vocab) {
+  std::mt19937 gen(7);
+  Batch batch;
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(s.length));
+  for (std::int64_t b = 0; b < s.batch; ++b) {
+    for (auto& id : ids) id = static_cast<std::int32_t>(gen() % static_cast<std::uint32_t>(vocab));
+    batch.add_sequence(ids);
+  }
+  return batch;
+}
+
+struct Settings {
+  std::int64_t steps = 3;
+  AttentionImpl attention = AttentionImpl::kFlash;
+  std::vector<Shape> shapes{{32, 512}, {8, 2048}, {1, 8192}};
+};
+
+Settings& settings() {
+  static Settings s;
+  return s;
+}
+
+bool have_gpu() {
+  int devices = 0;
+  return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+}
+
+// The model and its optimizer, made on first use: deberta-v3-base's config.json as random_checkpoint.hpp writes
+// it, every parameter from the initializer (no 740 MB file to write and upload).
+struct Trainer {
+  CudaPolicy policy{CudaOptions{.dtype = DType::kF32}};
+  std::unique_ptr<Model> model;
+  AdamW<CudaPolicy> optimizer{
+      {.learning_rate = 5e-5, .weight_decay = 0.01, .max_grad_norm = 1.0, .schedule = LearningRateSchedule::kConstant}};
+};
+
+Trainer& trainer() {
+  static Trainer t;
+  if (!t.model) {
+    ModelConfig config = parse_model_config(RandomCheckpointSpec::v3_base().config_json().dump(), "deberta-v3-base");
+    TrainingModelOptions const options{.head = HeadKind::kSequenceClassification,
+                                       .problem = ProblemType::kSingleLabel,
+                                       .attention = settings().attention};
+    t.model = std::make_unique<Model>(t.policy, std::move(config), nullptr, options);
+  }
+  return t;
+}
+
+struct Phases {
+  double forward_backward = 0.0, optimizer = 0.0;
+};
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// One step; the loss's download fences the forward and backward, cudaDeviceSynchronize the optimizer.
+double train_step(Trainer& t, Batch const& batch, TrainingTargets const& targets, Phases& phases) {
+  auto const start = Clock::now();
+  t.model->parameters().zero_grads();
+  TrainingLoss const loss = t.model->forward_backward(batch, targets);
+  auto const backward_done = Clock::now();
+  t.optimizer.step(t.model->parameters());
+  cudaDeviceSynchronize();
+  auto const end = Clock::now();
+  phases.forward_backward += seconds_between(start, backward_done);
+  phases.optimizer += seconds_between(backward_done, end);
+  return loss.loss;
+}
+
+void training_step(benchmark::State& state, Shape s) {
+  if (!have_gpu()) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  Trainer& t = trainer();
+  Batch const batch = random_batch(s, t.model->config().vocab_size);
+  TrainingTargets targets;
+  for (std::int64_t b = 0; b < s.batch; ++b) targets.classes.push_back(b % 2);
+  Phases warm_up;
+  (void)train_step(t, batch, targets, warm_up);  // AdamW's moments, the allocator's bins, cuBLASLt's heuristics
+  std::size_t const before = t.policy.memory_stats().in_use_bytes;
+  t.policy.reset_peak_memory();
+  Phases phases;
+  double loss = 0.0;
+  for (auto _ : state) {
+    loss = train_step(t, batch, targets, phases);
+    benchmark::DoNotOptimize(loss);
+  }
+  double const steps = static_cast<double>(state.iterations());
+  state.counters["fwd_bwd_ms"] = 1e3 * phases.forward_backward / steps;
+  state.counters["adamw_ms"] = 1e3 * phases.optimizer / steps;
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(s.batch * s.length) * steps, benchmark::Counter::kIsRate);
+  std::size_t const peak = t.policy.memory_stats().peak_in_use_bytes;
+  state.counters["peak_MiB"] = static_cast<double>(peak - std::min(peak, before)) / (1024.0 * 1024.0);
+  state.counters["weights_MiB"] = static_cast<double>(before) / (1024.0 * 1024.0);
+  state.counters["loss"] = loss;
+}
+
+void register_benchmarks() {
+  for (Shape s : settings().shapes) {
+    std::string const label = std::string("training/cuda/v3-base/") +
+                              (settings().attention == AttentionImpl::kEager ? "eager/" : "flash/") +
+                              "B:" + std::to_string(s.batch) + "/L:" + std::to_string(s.length);
+    benchmark::RegisterBenchmark(label.c_str(), training_step, s)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->Iterations(settings().steps);
+  }
+}
+
+bool take(std::string_view arg, std::string_view key, std::string& value) {
+  if (arg.substr(0, key.size()) != key) return false;
+  value = std::string(arg.substr(key.size()));
+  return true;
+}
+
+// "32x512,8x2048": (B, L) pairs; an item without a positive B and L is refused by name.
+std::vector<Shape> parse_shapes(std::string const& text) {
+  std::vector<Shape> shapes;
+  for (std::size_t at = 0; at <= text.size();) {
+    std::size_t const end = std::min(text.find(',', at), text.size());
+    std::string const item = text.substr(at, end - at);
+    std::size_t const x = item.find('x');
+    long long const b = x == std::string::npos ? 0 : std::atoll(item.substr(0, x).c_str());
+    long long const l = x == std::string::npos ? 0 : std::atoll(item.substr(x + 1).c_str());
+    FLASHDEBERTA_REQUIRE(b > 0 && l > 0, "--shapes: '" << item << "' is not BxL with B and L positive (e.g. 8x2048)");
+    shapes.push_back({b, l});
+    at = end + 1;
+  }
+  return shapes;
+}
+
+}  // namespace
+}  // namespace flashdeberta::bench
+
+int main(int argc, char** argv) {
+  using namespace flashdeberta::bench;
+  Settings& s = settings();
+  std::vector<char*> rest{argv[0]};
+  try {
+    for (int i = 1; i < argc; ++i) {
+      std::string_view const arg = argv[i];
+      std::string v;
+      if (take(arg, "--steps=", v)) {
+        s.steps = std::max<std::int64_t>(1, std::atoll(v.c_str()));
+      } else if (take(arg, "--attention=", v)) {
+        s.attention = v == "eager" ? flashdeberta::AttentionImpl::kEager : flashdeberta::AttentionImpl::kFlash;
+      } else if (take(arg, "--shapes=", v)) {
+        s.shapes = parse_shapes(v);
+      } else {
+        rest.push_back(argv[i]);
+      }
+    }
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "bench_training_gpu: %s\n", e.what());
+    return 1;
+  }
+  register_benchmarks();
+  int rest_count = static_cast<int>(rest.size());
+  benchmark::Initialize(&rest_count, rest.data());
+  if (benchmark::ReportUnrecognizedArguments(rest_count, rest.data())) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
