@@ -18,6 +18,9 @@ Torch rows, each model built afresh per shape (transformers' DebertaV2ForSequenc
   eager-bf16     eager under torch.autocast(bfloat16) (HF Trainer's --bf16), float32 master weights
   sdpa-bf16      "sdpa" under autocast, where this transformers accepts it for DeBERTa-v2
   compile-bf16   eager under autocast, the model through torch.compile (its compile steps untimed)
+  flashdeberta-bf16  FlashDeBERTa's FlashDebertaV2ForSequenceClassification (its Triton kernels, forward and
+                 backward) under autocast; its public source (Knowledgator/FlashDeBERTa, src/) in a git-ignored folder
+                 named by --flashdeberta-src, never committed; the row is left out without it
 One warm-up step, then R timed steps (torch.cuda.synchronize around each); the step's peak device memory is
 torch.cuda.max_memory_allocated during the timed steps less what was allocated before them. A row that runs out of
 memory or fails says so and the others go on. Without transformers (this development machine's torch 1.13 has
@@ -35,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare_common import REPO, BenchError, commit, machine, short_error, table, today, write_report  # noqa: E402
 from compare_training import model_config, torch_inputs  # noqa: E402
 
-TORCH_ROWS = ["eager-fp32", "eager-bf16", "sdpa-bf16", "compile-bf16"]
+TORCH_ROWS = ["eager-fp32", "eager-bf16", "sdpa-bf16", "compile-bf16", "flashdeberta-bf16"]
 
 
 def parse_shapes(text):
@@ -75,11 +78,16 @@ def torch_row(torch, row, b, l, repeats, device):
     try:
         import transformers
         config = transformers.DebertaV2Config(**{k: v for k, v in cfg.items() if k != "model_type"})
-        model = transformers.DebertaV2ForSequenceClassification._from_config(config, attn_implementation=attn)
-        desc = f"transformers {transformers.__version__}, {getattr(model.config, '_attn_implementation', attn)}"
+        if row.startswith("flashdeberta"):
+            import flashdeberta
+            model = flashdeberta.FlashDebertaV2ForSequenceClassification(config)
+            desc = f"FlashDeBERTa {getattr(flashdeberta, '__version__', '(source)')} on transformers {transformers.__version__}"
+        else:
+            model = transformers.DebertaV2ForSequenceClassification._from_config(config, attn_implementation=attn)
+            desc = f"transformers {transformers.__version__}, {getattr(model.config, '_attn_implementation', attn)}"
     except ImportError:
-        if attn != "eager":
-            raise BenchError("sdpa needs transformers")
+        if attn != "eager" or row.startswith("flashdeberta"):
+            raise BenchError(f"{row} needs transformers")
         from compare_training import build_reimpl
         model = build_reimpl(torch, cfg)
         desc = "pure-PyTorch re-implementation of HF's eager path"
@@ -125,6 +133,7 @@ def main(argv=None):
     p.add_argument("--shapes", type=parse_shapes, default=parse_shapes("32x512,8x2048,1x8192"))
     p.add_argument("--repeats", type=int, default=5, help="timed steps per case after one warm-up (default 5)")
     p.add_argument("--torch-rows", default=",".join(TORCH_ROWS))
+    p.add_argument("--flashdeberta-src", help="FlashDeBERTa's src/ folder (git-ignored): adds its row")
     p.add_argument("--device", default="cuda", help="torch's device (cpu: a smoke run of this script)")
     p.add_argument("--out", help="report path (default bench/results/training-gpu-<date>.md)")
     p.add_argument("--commit", help="commit named in the report (default $FLASHDEBERTA_COMMIT or git's HEAD)")
@@ -133,6 +142,12 @@ def main(argv=None):
     for r in rows:
         if r not in TORCH_ROWS:
             p.error(f"--torch-rows: unknown row {r!r} ({', '.join(TORCH_ROWS)})")
+    if a.flashdeberta_src:
+        if not (Path(a.flashdeberta_src) / "flashdeberta" / "__init__.py").exists():
+            p.error(f"--flashdeberta-src: {a.flashdeberta_src} holds no flashdeberta/__init__.py")
+        sys.path.insert(0, str(Path(a.flashdeberta_src).resolve()))
+    else:
+        rows = [r for r in rows if r != "flashdeberta-bf16"]
     import torch
 
     ours_rows = {} if a.no_ours else ours(a.ours, a.shapes, a.repeats)
