@@ -17,6 +17,10 @@
 #                   racecheck over its attention cases),
 #         training_bench (bench_training_gpu: one float32 training step of deberta-v3-base per shape, its phases and
 #                        peak device memory, JSON under $OUT; extra arguments in $FLASHDEBERTA_TRAINING_BENCH_ARGS),
+#         training_compare (bench/compare_training_gpu.py: that step against HF transformers on the same GPU, eager
+#                           fp32, eager / sdpa under bf16 autocast, torch.compile, and FlashDeBERTa where its source is
+#                           in .reference/flashdeberta_src, carried as that folder or .reference/flashdeberta_src.tar.gz;
+#                           extra arguments in $FLASHDEBERTA_TRAINING_COMPARE_ARGS),
 #         sanitize (memcheck, racecheck, initcheck, synccheck over every GPU test binary, run side by side),
 #         cpu_compare (bench/compare_cpu.py: the bundled flashdeberta on --backend eigen fp32/bf16/int8 against
 #                      ONNX Runtime and torch fp32/bf16 on the machine's CPU, ~6-7 min; needs a flashdeberta built
@@ -107,6 +111,19 @@ import pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-rs', 'tes
       # shellcheck disable=SC2086  # the extra arguments are split on purpose
       step training_bench 540 "$bundle/bin/bench_training_gpu" --benchmark_out="$out/training_bench.json" \
         --benchmark_out_format=json ${FLASHDEBERTA_TRAINING_BENCH_ARGS:-}
+      ;;
+    training_compare)
+      if [ ! -e .reference/flashdeberta_src/flashdeberta/__init__.py ] && [ -e .reference/flashdeberta_src.tar.gz ]; then
+        tar xf .reference/flashdeberta_src.tar.gz -C .reference
+      fi
+      flashdeberta_src=()
+      [ -e .reference/flashdeberta_src/flashdeberta/__init__.py ] && flashdeberta_src=(--flashdeberta-src .reference/flashdeberta_src)
+      report="$out/training-gpu-$(date +%F).md"
+      # shellcheck disable=SC2086  # the extra arguments are split on purpose
+      step training_compare 580 python3 bench/compare_training_gpu.py --ours "$bundle/bin/bench_training_gpu" \
+        "${flashdeberta_src[@]}" --out "$report" --commit "${FLASHDEBERTA_COMMIT:-unknown}" \
+        ${FLASHDEBERTA_TRAINING_COMPARE_ARGS:-}
+      [ -e "$report" ] && cat "$report"
       ;;
     cpu_compare)
       # Work files (the random v3-base checkpoint, its ONNX export, worker logs) stay in /tmp: only the
