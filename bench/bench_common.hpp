@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_shapes.hpp"
 #include "flashdeberta/core/batch.hpp"
 #include "flashdeberta/eigen/eigen_policy.hpp"
 #include "flashdeberta/math/relative_position.hpp"
@@ -62,15 +63,6 @@ inline ModelConfig v3_base_config() {
   c.pos_att_type_count = 2;
   return c;
 }
-
-// (B, L) shapes of the suites: single sequences of growing length, and a batch of typical length.
-struct Shape {
-  std::int64_t batch;
-  std::int64_t length;
-};
-inline constexpr Shape kShapes[] = {{1, 128}, {1, 512}, {1, 2048}, {1, 8192}, {8, 512}};
-
-inline std::string shape_name(Shape s) { return "B:" + std::to_string(s.batch) + "/L:" + std::to_string(s.length); }
 
 // Every shape gets a warm-up round first (first-touch pages, OpenMP teams, oneDNN's JIT). Shapes past fast_threshold
 // run for a large fraction of a second or more per iteration, where Google Benchmark would time as few as one: they

@@ -325,12 +325,6 @@ int profile_mode(std::string const& name) {
   return 0;
 }
 
-bool take(std::string_view arg, std::string_view key, std::string& value) {
-  if (arg.substr(0, key.size()) != key) return false;
-  value = std::string(arg.substr(key.size()));
-  return true;
-}
-
 }  // namespace
 }  // namespace flashdeberta::bench
 
@@ -345,28 +339,26 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view const arg = argv[i];
     std::string v;
-    if (take(arg, "--threads=", v)) {
+    if (take_flag(arg, "--threads=", v)) {
       s.threads = std::atoi(v.c_str());
-    } else if (take(arg, "--steps=", v)) {
+    } else if (take_flag(arg, "--steps=", v)) {
       s.steps = std::max<std::int64_t>(1, std::atoll(v.c_str()));
-    } else if (take(arg, "--model-dir=", v)) {
+    } else if (take_flag(arg, "--model-dir=", v)) {
       s.model_dir = v;
-    } else if (take(arg, "--attention=", v)) {
+    } else if (take_flag(arg, "--attention=", v)) {
       s.attention = v == "eager" ? flashdeberta::AttentionImpl::kEager : flashdeberta::AttentionImpl::kFlash;
-    } else if (take(arg, "--shapes=", v)) {
-      s.shapes.clear();
-      for (std::size_t at = 0; at < v.size();) {
-        std::size_t const end = std::min(v.find(',', at), v.size());
-        std::string const item = v.substr(at, end - at);
-        std::size_t const x = item.find('x');
-        s.shapes.push_back({std::atoll(item.substr(0, x).c_str()), std::atoll(item.substr(x + 1).c_str())});
-        at = end + 1;
+    } else if (take_flag(arg, "--shapes=", v)) {
+      try {
+        s.shapes = parse_shapes(v);
+      } catch (std::exception const& e) {
+        std::fprintf(stderr, "bench_training: %s\n", e.what());
+        return 1;
       }
-    } else if (take(arg, "--f32-linear=", v)) {
+    } else if (take_flag(arg, "--f32-linear=", v)) {
       s.f32_linear = v == "eigen" ? flashdeberta::F32Linear::kEigen : flashdeberta::F32Linear::kOneDnn;
-    } else if (take(arg, "--model=", v)) {
+    } else if (take_flag(arg, "--model=", v)) {
       model = v;
-    } else if (take(arg, "--length=", v)) {
+    } else if (take_flag(arg, "--length=", v)) {
       length = std::atoll(v.c_str());
     } else if (arg == "--memory") {
       memory = true;
@@ -385,10 +377,5 @@ int main(int argc, char** argv) {
     }
   }
   register_benchmarks();
-  int rest_count = static_cast<int>(rest.size());
-  benchmark::Initialize(&rest_count, rest.data());
-  if (benchmark::ReportUnrecognizedArguments(rest_count, rest.data())) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return run_registered_benchmarks(rest);
 }

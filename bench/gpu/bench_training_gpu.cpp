@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../bench_shapes.hpp"
 #include "../random_checkpoint.hpp"
 #include "flashdeberta/cuda/cuda_policy.hpp"
 #include "flashdeberta/io/config_json.hpp"
@@ -32,11 +33,6 @@ namespace {
 
 using Model = TrainingModel<V3, CudaPolicy>;
 using Clock = std::chrono::steady_clock;
-
-struct Shape {
-  std::int64_t batch;
-  std::int64_t length;
-};
 
 // B sequences of L ids drawn uniformly from the vocabulary.
 Batch random_batch(Shape s, std::int64_t vocab) {
@@ -142,35 +138,12 @@ void training_step(benchmark::State& state, Shape s) {
 void register_benchmarks() {
   for (Shape s : settings().shapes) {
     std::string const label = std::string("training/cuda/v3-base/") +
-                              (settings().attention == AttentionImpl::kEager ? "eager/" : "flash/") +
-                              "B:" + std::to_string(s.batch) + "/L:" + std::to_string(s.length);
+                              (settings().attention == AttentionImpl::kEager ? "eager/" : "flash/") + shape_name(s);
     benchmark::RegisterBenchmark(label.c_str(), training_step, s)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->Iterations(settings().steps);
   }
-}
-
-bool take(std::string_view arg, std::string_view key, std::string& value) {
-  if (arg.substr(0, key.size()) != key) return false;
-  value = std::string(arg.substr(key.size()));
-  return true;
-}
-
-// "32x512,8x2048": (B, L) pairs; an item without a positive B and L is refused by name.
-std::vector<Shape> parse_shapes(std::string const& text) {
-  std::vector<Shape> shapes;
-  for (std::size_t at = 0; at <= text.size();) {
-    std::size_t const end = std::min(text.find(',', at), text.size());
-    std::string const item = text.substr(at, end - at);
-    std::size_t const x = item.find('x');
-    long long const b = x == std::string::npos ? 0 : std::atoll(item.substr(0, x).c_str());
-    long long const l = x == std::string::npos ? 0 : std::atoll(item.substr(x + 1).c_str());
-    FLASHDEBERTA_REQUIRE(b > 0 && l > 0, "--shapes: '" << item << "' is not BxL with B and L positive (e.g. 8x2048)");
-    shapes.push_back({b, l});
-    at = end + 1;
-  }
-  return shapes;
 }
 
 }  // namespace
@@ -184,11 +157,11 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
       std::string_view const arg = argv[i];
       std::string v;
-      if (take(arg, "--steps=", v)) {
+      if (take_flag(arg, "--steps=", v)) {
         s.steps = std::max<std::int64_t>(1, std::atoll(v.c_str()));
-      } else if (take(arg, "--attention=", v)) {
+      } else if (take_flag(arg, "--attention=", v)) {
         s.attention = v == "eager" ? flashdeberta::AttentionImpl::kEager : flashdeberta::AttentionImpl::kFlash;
-      } else if (take(arg, "--shapes=", v)) {
+      } else if (take_flag(arg, "--shapes=", v)) {
         s.shapes = parse_shapes(v);
       } else {
         rest.push_back(argv[i]);
@@ -199,10 +172,5 @@ int main(int argc, char** argv) {
     return 1;
   }
   register_benchmarks();
-  int rest_count = static_cast<int>(rest.size());
-  benchmark::Initialize(&rest_count, rest.data());
-  if (benchmark::ReportUnrecognizedArguments(rest_count, rest.data())) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return run_registered_benchmarks(rest);
 }
