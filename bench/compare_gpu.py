@@ -103,6 +103,19 @@ def ours_by_shape(path):
     return out
 
 
+def profile_by_shape(path):
+    """{(B, L): {op: ms per forward}} from bench_gpu's model_profile rows (their median aggregates)."""
+    with open(path) as f:
+        doc = json.load(f)
+    out = {}
+    for run in doc["benchmarks"]:
+        m = re.match(r"model_profile/B:(\d+)/L:(\d+)", run.get("run_name", run["name"]))
+        if not m or run.get("error_occurred") or run.get("aggregate_name") != "median":
+            continue
+        out[(int(m.group(1)), int(m.group(2)))] = {k[:-3]: v for k, v in run.items() if k.endswith("_ms")}
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ours", required=True)
@@ -154,6 +167,18 @@ def main():
             plain = ours.get(("whole_model", b, l))
             plain_cols = f"{plain[0]:.3f} | {graph:.3f} | {plain[0] / graph:.2f}x" if plain else f"- | {graph:.3f} | -"
             lines.append(f"| {b} x {l} | {plain_cols} |")
+            print(lines[-1], flush=True)
+    profiles = profile_by_shape(args.ours)
+    if profiles:
+        ops = sorted({op for p in profiles.values() for op in p if op != "ops"})
+        lines += ["", "## Where the forward's time goes", "",
+                  "bench_gpu's model_profile: the same forward through ProfilingPolicy, each operation fenced and "
+                  "timed, in ms per forward (medians); `ops` is their sum, above the plain forward's time by the "
+                  "launch gaps the fences expose.", "",
+                  "| B x L | " + " | ".join(ops) + " | ops |", "|" + "---|" * (len(ops) + 2)]
+        for (b, l), p in sorted(profiles.items(), key=lambda kv: (kv[0][0] != 1, kv[0][1])):
+            cells = " | ".join(f"{p[op]:.3f}" if op in p else "-" for op in ops)
+            lines.append(f"| {b} x {l} | {cells} | {p.get('ops', 0.0):.3f} |")
             print(lines[-1], flush=True)
     os.makedirs(os.path.dirname(out_path), exist_ok=True)
     with open(out_path, "w") as f:

@@ -4,6 +4,7 @@
 //   model/B/L       DebertaV3<CudaPolicy>::forward on random token ids (ends fenced, uploads included)
 //   whole_model_graph/B/L  the same forward through CudaGraphForward (the id copy, one graph launch and
 //            the fence per iteration; captured before timing), on the small shapes where launches dominate
+//   model_profile/B/L  the same forward through ProfilingPolicy: milliseconds per kind of operation (<op>_ms)
 // Each iteration is timed with CUDA events on the policy's stream (UseManualTime). Counters:
 //   TFLOP/s  attention: 4 B L^2 D H (Q.K^T and P.V, the convention of docs/performance.md; the position
 //            terms are not counted); model: that x layers + 2 T x (the linear layers' weights)
@@ -15,6 +16,7 @@
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -28,6 +30,7 @@
 #include "flashdeberta/cuda/graph_forward.hpp"
 #include "flashdeberta/math/relative_position.hpp"
 #include "flashdeberta/model/deberta_model.hpp"
+#include "flashdeberta/policy/profiling_policy.hpp"
 
 namespace fd = flashdeberta;
 
@@ -117,13 +120,22 @@ void attention(benchmark::State& state) {
   set_counters(state, flop, static_cast<double>(tokens), peak_since(before));
 }
 
+std::filesystem::path checkpoint_dir() {
+  char const* root = std::getenv("FLASHDEBERTA_BENCH_DIR");
+  return fd::bench::random_checkpoint(fd::bench::RandomCheckpointSpec::v3_base_short_vocabulary(),
+                                      root != nullptr ? root : "");
+}
+
 fd::DebertaV3<fd::CudaPolicy> const& model() {
-  static fd::DebertaV3<fd::CudaPolicy> const m = [] {
-    char const* root = std::getenv("FLASHDEBERTA_BENCH_DIR");
-    std::filesystem::path const dir = fd::bench::random_checkpoint(
-        fd::bench::RandomCheckpointSpec::v3_base_short_vocabulary(), root != nullptr ? root : "");
-    return fd::DebertaV3<fd::CudaPolicy>::load(policy(), dir);
-  }();
+  static fd::DebertaV3<fd::CudaPolicy> const m = fd::DebertaV3<fd::CudaPolicy>::load(policy(), checkpoint_dir());
+  return m;
+}
+
+using Profiled = fd::ProfilingPolicy<fd::CudaPolicy>;
+
+// The same weights through ProfilingPolicy: each operation fenced and timed (a copy of the weights of its own).
+fd::DebertaV3<Profiled> const& profiled_model() {
+  static fd::DebertaV3<Profiled> const m = fd::DebertaV3<Profiled>::load(Profiled(policy()), checkpoint_dir());
   return m;
 }
 
@@ -180,6 +192,32 @@ void whole_model_graph(benchmark::State& state) {
                pools.in_use_bytes + pools.cached_bytes);
 }
 
+// Where a forward's time goes: per kind of operation, its milliseconds per forward (counters <op>_ms; each operation
+// fenced on both sides, so the sum, ops_ms, exceeds the plain forward's time by the launch gaps it closes).
+void model_profile(benchmark::State& state) {
+  if (!have_gpu()) return state.SkipWithError("no CUDA device");
+  auto const& m = profiled_model();
+  std::int64_t const batch = state.range(0), length = state.range(1);
+  fd::Batch const input = random_batch(batch, length);
+  (void)m.forward(input);  // warm-up: plans, caches
+  m.policy().fence();
+  m.policy().reset();
+  for (auto _ : state) {
+    auto const start = std::chrono::steady_clock::now();
+    (void)m.forward(input);
+    m.policy().fence();
+    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  fd::ProfileReport const report = m.policy().report();
+  double const forwards = static_cast<double>(state.iterations());
+  for (std::size_t k = 0; k < fd::kProfiledOpCount; ++k) {
+    auto const op = static_cast<fd::ProfiledOp>(k);
+    if (report[op].calls > 0)
+      state.counters[std::string(fd::profiled_op_name(op)) + "_ms"] = 1e3 * report[op].seconds / forwards;
+  }
+  state.counters["ops_ms"] = 1e3 * report.total_seconds() / forwards;
+}
+
 void timed(benchmark::internal::Benchmark* b) {
   b->ArgNames({"B", "L"})->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
 }
@@ -204,3 +242,4 @@ BENCHMARK(attention)->Apply(shapes);
 BENCHMARK(whole_model)->Apply(shapes);
 BENCHMARK(whole_model)->Args({4, 128})->Apply(timed);
 BENCHMARK(whole_model_graph)->Apply(small_shapes);
+BENCHMARK(model_profile)->Args({32, 512})->Args({1, 4096})->Args({1, 16384})->Apply(timed);
