@@ -5,7 +5,8 @@ on the same texts (the batching efficiency).
   python3 bench/server_load.py [--cli build/bin/flashdeberta] [--model models/tiny-en-sections]
       [--tokenizer DIR] [--backend eigen|kokkos|cuda] [--dtype fp32|bf16|fp16] [--threads 0]
       [--concurrency 1,8,64] [--seconds 10] [--texts 2048] [--cli-batch-size 64] [--max-batch-tokens 16384]
-      [--client-processes N] [--serve-args "--forward-thread worker"] [--out bench/results/server-<date>-<host>.md]
+      [--client-processes N] [--serve-args "--forward-thread worker"] [--perf /usr/bin/perf]
+      [--out bench/results/server-<date>-<host>.md]
 
 1. Texts: --texts short texts (6 to 20 words, about 10 to 30 tokens: classification requests as they come),
    generated from a fixed seed.
@@ -20,7 +21,10 @@ on the same texts (the batching efficiency).
    the CLI's.
 4. Where a request's time goes: the clients' mean latency beside the server's own means over the same window
    (its /metrics histograms: the /predict handler, from the parsed request to the rendered answer; the queue;
-   the forward); their difference is the HTTP layer and the client on either side of the handler.
+   the forward); their difference is the HTTP layer and the client on either side of the handler. And the
+   server's CPU time (all its threads, /proc) per request over the window: where the clients share the cores,
+   what the server burns is taken from them. --perf PERF: perf record of the server over each row's window, its
+   top symbols and busiest threads in the report.
 
 The clients run on the same machine as the server: on a host with few cores they take CPU from it (the
 report says how many cores there are). Prints a Markdown report and writes it to --out.
@@ -38,6 +42,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -195,8 +200,17 @@ def measure(server, lines, concurrency, args):
         child.start()
     time.sleep(max(0.0, start_at - time.time()))
     before = server.metrics()
+    cpu_before = process_cpu_seconds(server.process.pid)
+    profiler = None
+    if args.perf:
+        perf_data = Path(tempfile.gettempdir()) / f"server-load-{server.process.pid}-{concurrency}.perf"
+        profiler = subprocess.Popen([args.perf, "record", "-F", "997", "-g", "-p", str(server.process.pid), "-o",
+                                     str(perf_data), "--", "sleep", str(max(0.5, stop_at - time.time() - 0.2))],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(max(0.0, stop_at - time.time()))
     after = server.metrics()
+    cpu_after = process_cpu_seconds(server.process.pid)
+    profile = perf_summary(args.perf, profiler, perf_data) if profiler else None
     latencies, errors = [], []
     for _ in children:
         own, failed = results.get()
@@ -223,9 +237,31 @@ def measure(server, lines, concurrency, args):
         "forward_ms": mean_ms("flashdeberta_forward_duration_seconds"),
         "tokens_per_s": delta.get("flashdeberta_tokens_total", 0.0) / args.seconds,
         "mean_batch": delta.get("flashdeberta_batch_size_sum", 0.0) / batches if batches else float("nan"),
+        "server_cpu_ms": 1000 * (cpu_after - cpu_before) / len(latencies) if latencies else float("nan"),
         "errors": len(errors),
         "error_sample": errors[:3],
+        "profile": profile,
     }
+
+
+def process_cpu_seconds(pid):
+    """User + system CPU time of process `pid` (all its threads) so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def perf_summary(perf, profiler, data):
+    """The server's samples over the window: the top symbols and the time per kind of thread (perf report by thread name), or why not."""
+    _, err = profiler.communicate()
+    if profiler.returncode != 0 or not data.exists():
+        return f"perf record failed (exit {profiler.returncode}): {(err or '').strip().splitlines()[-1:]}"
+    parts = []
+    for sort in ("dso,sym", "comm"):
+        out = subprocess.run([perf, "report", "-i", str(data), "--stdio", "--no-children", "-g", "none", "--sort",
+                              sort, "--percent-limit", "1"], capture_output=True, text=True)
+        parts.append("\n".join(l for l in out.stdout.splitlines() if l.strip() and not l.startswith("#"))[:4000])
+    data.unlink(missing_ok=True)
+    return "\n\n".join(parts)
 
 
 def main():
@@ -243,6 +279,9 @@ def main():
     parser.add_argument("--max-batch-tokens", type=int, default=16384)
     parser.add_argument("--client-processes", type=int, default=0, help="default: one per core, at most C")
     parser.add_argument("--serve-args", default="", help="more options for serve, e.g. '--forward-thread worker'")
+    parser.add_argument("--perf", default=None,
+                        help="perf's path: profile the server over each row's window (perf record -p), top symbols "
+                             "and threads in the report")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     args.concurrency = [int(c) for c in args.concurrency.split(",")]
@@ -294,13 +333,18 @@ def main():
         "the handler runs from the parsed request to its rendered answer (JSON, tokens, queue, forward); the rest "
         "is the HTTP layer and the client (Python's http.client) on either side of it.",
         "",
-        "| clients | client mean ms | handler ms | queue ms | forward ms (per batch) | client - handler ms |",
-        "|---|---|---|---|---|---|",
+        "| clients | client mean ms | handler ms | queue ms | forward ms (per batch) | client - handler ms | "
+        "server CPU ms per request |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         report.append(f"| {r['concurrency']} | {r['mean_ms']:.3f} | {r['handler_ms']:.3f} | {r['queue_ms']:.3f} | "
-                      f"{r['forward_ms']:.3f} | {r['mean_ms'] - r['handler_ms']:.3f} |")
+                      f"{r['forward_ms']:.3f} | {r['mean_ms'] - r['handler_ms']:.3f} | {r['server_cpu_ms']:.3f} |")
     report.append("")
+    for r in rows:
+        if r["profile"]:
+            report += [f"Server profile at {r['concurrency']} clients (perf, the window's samples):", "", "```",
+                       r["profile"], "```", ""]
     text = "\n".join(report)
     print(text)
     for r in rows:

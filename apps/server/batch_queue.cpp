@@ -7,6 +7,7 @@
 #include <string>
 
 #include "server/api_error.hpp"
+#include "server/thread_name.hpp"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -61,6 +62,7 @@ RequestGate::~RequestGate() {
 // Off the requests' threads, so that no answer waits for it; skipped when requests came in meanwhile (the
 // next time the gate empties trims).
 void RequestGate::return_memory() {
+  name_this_thread("fd-trim");
   std::unique_lock lock(mutex_);
   std::uint64_t seen = 0;
   while (true) {
@@ -183,6 +185,7 @@ std::size_t BatchQueue::queued_sequences() const {
 }
 
 void BatchQueue::work() {
+  name_this_thread("fd-batch");
   std::unique_lock lock(mutex_);
   for (;;) {
     wake_.wait(lock, [&] { return (!queue_.empty() && !forward_running_) || (stopping_ && queue_.empty()); });

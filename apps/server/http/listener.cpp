@@ -12,6 +12,7 @@
 
 #include "flashdeberta/core/error.hpp"
 #include "server/http/connection.hpp"
+#include "server/thread_name.hpp"
 
 namespace flashdeberta::cli::server::http {
 
@@ -83,7 +84,13 @@ int Listener::bind(std::string const& host, int port) {
 void Listener::serve() {
   accept();
   std::vector<std::thread> threads;
-  for (std::size_t i = 1; i < contexts_.size(); ++i) threads.emplace_back([this, i] { run(*contexts_[i]); });
+  for (std::size_t i = 1; i < contexts_.size(); ++i) {
+    threads.emplace_back([this, i] {
+      std::string const name = "fd-io-" + std::to_string(i);  // the first context runs on the program's thread
+      name_this_thread(name.c_str());
+      run(*contexts_[i]);
+    });
+  }
   run(*contexts_.front());
   for (std::thread& thread : threads) thread.join();
   pool_.stop();

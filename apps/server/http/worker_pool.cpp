@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "server/thread_name.hpp"
+
 namespace flashdeberta::cli::server::http {
 
 namespace {
@@ -53,6 +55,7 @@ std::size_t WorkerPool::threads() const {
 }
 
 void WorkerPool::work() {
+  name_this_thread("fd-http");
   std::unique_lock lock(mutex_);
   bool follow_up = false;  // the last task's
   for (;;) {
