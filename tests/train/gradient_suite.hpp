@@ -190,8 +190,8 @@ void run_head_rows_cases(P const& policy) {
           error = std::max(error, static_cast<double>(std::abs(a[x] - b[x])));
         }
         double const scale = std::max(largest, 1e-2 * step_largest);
-        CHECK_MESSAGE(error <= 1e-5 * scale,
-                      std::string(name) << " " << all.second[i].first << ": " << error << " of " << largest);
+        CHECK_MESSAGE(error <= 1e-5 * scale, std::string(name)
+                                                 << " " << all.second[i].first << ": " << error << " of " << largest);
       }
     });
   }
