@@ -25,6 +25,37 @@ inline void require_training_matrix(char const* op, char const* name, MatrixRef 
                           << ", expected (" << rows << ", " << cols << ")");
 }
 
+// LayerNormBackwardArgs: x, dy, dx (and residual where given) all (rows, cols) of x, gamma given.
+inline void require_layer_norm_backward_args(LayerNormBackwardArgs const& n) {
+  char const* op = "layer_norm_backward";
+  std::int64_t const rows = n.x.rows;
+  std::int64_t const cols = n.x.cols;
+  require_training_matrix(op, "x", n.x, rows, cols);
+  require_training_matrix(op, "dy", n.dy, rows, cols);
+  require_training_matrix(op, "dx", n.dx, rows, cols);
+  if (!n.residual.empty()) require_training_matrix(op, "residual", n.residual, rows, cols);
+  FLASHDEBERTA_REQUIRE(n.gamma != nullptr, op << ": gamma is missing");
+}
+
+// DropoutArgs: x and out of one shape, 0 <= p < 1.
+inline void require_dropout_args(DropoutArgs const& d) {
+  require_training_matrix("dropout", "x", d.x, d.x.rows, d.x.cols);
+  require_training_matrix("dropout", "out", d.out, d.x.rows, d.x.cols);
+  FLASHDEBERTA_REQUIRE(d.probability >= 0.0f && d.probability < 1.0f,
+                       "dropout: probability " << d.probability << " is outside [0, 1)");
+}
+
+// AdamWArgs: a count, a step from 1, betas in [0, 1), the four arrays given.
+inline void require_adamw_args(AdamWArgs const& a) {
+  FLASHDEBERTA_REQUIRE(a.count >= 0, "adamw: count " << a.count << " is negative");
+  FLASHDEBERTA_REQUIRE(a.step >= 1, "adamw: step " << a.step << " counts from 1");
+  FLASHDEBERTA_REQUIRE(a.beta1 >= 0.0 && a.beta1 < 1.0 && a.beta2 >= 0.0 && a.beta2 < 1.0,
+                       "adamw: betas (" << a.beta1 << ", " << a.beta2 << ") are outside [0, 1)");
+  FLASHDEBERTA_REQUIRE(
+      a.count == 0 || (a.weights != nullptr && a.grads != nullptr && a.exp_avg != nullptr && a.exp_avg_sq != nullptr),
+      "adamw: weights, grads, exp_avg and exp_avg_sq must all be given for " << a.count << " values");
+}
+
 // LinearBackwardArgs: dy (M, N) and w (N, K); x and dw with dw, dx with dx.
 inline void require_linear_backward_args(LinearBackwardArgs const& l) {
   char const* op = "linear_backward";

@@ -58,14 +58,9 @@ inline void CudaPolicy::linear_backward(LinearBackwardArgs const& l) const {
 
 // Three kernels (row statistics, parameter gradients, dx), so that dx may alias dy or x; (M, 4) float64 statistics.
 inline void CudaPolicy::layer_norm_backward(LayerNormBackwardArgs const& n) const {
-  char const* op = "layer_norm_backward";
+  require_layer_norm_backward_args(n);
   std::int64_t const rows = n.x.rows;
   std::int64_t const cols = n.x.cols;
-  require_training_matrix(op, "x", n.x, rows, cols);
-  require_training_matrix(op, "dy", n.dy, rows, cols);
-  require_training_matrix(op, "dx", n.dx, rows, cols);
-  if (!n.residual.empty()) require_training_matrix(op, "residual", n.residual, rows, cols);
-  FLASHDEBERTA_REQUIRE(n.gamma != nullptr, op << ": gamma is missing");
   if (rows == 0 || cols == 0) return;
   context_->activate();
   Buffer const stats = allocate(rows * 4, DType::kF64);
@@ -263,23 +258,14 @@ inline void CudaPolicy::disentangled_attention_backward(AttentionBackwardArgs co
 
 // Inverted dropout; element (r, c) of the view draws counter offset + r cols + c.
 inline void CudaPolicy::dropout(DropoutArgs const& d) const {
-  require_training_matrix("dropout", "x", d.x, d.x.rows, d.x.cols);
-  require_training_matrix("dropout", "out", d.out, d.x.rows, d.x.cols);
-  FLASHDEBERTA_REQUIRE(d.probability >= 0.0f && d.probability < 1.0f,
-                       "dropout: probability " << d.probability << " is outside [0, 1)");
+  require_dropout_args(d);
   context_->activate();
   cuda_kernels::dropout(d, stream());
 }
 
 // One element per thread in float64; the four arrays must not overlap.
 inline void CudaPolicy::adamw(AdamWArgs const& a) const {
-  FLASHDEBERTA_REQUIRE(a.count >= 0, "adamw: count " << a.count << " is negative");
-  FLASHDEBERTA_REQUIRE(a.step >= 1, "adamw: step " << a.step << " counts from 1");
-  FLASHDEBERTA_REQUIRE(a.beta1 >= 0.0 && a.beta1 < 1.0 && a.beta2 >= 0.0 && a.beta2 < 1.0,
-                       "adamw: betas (" << a.beta1 << ", " << a.beta2 << ") are outside [0, 1)");
-  FLASHDEBERTA_REQUIRE(
-      a.count == 0 || (a.weights != nullptr && a.grads != nullptr && a.exp_avg != nullptr && a.exp_avg_sq != nullptr),
-      "adamw: weights, grads, exp_avg and exp_avg_sq must all be given for " << a.count << " values");
+  require_adamw_args(a);
   context_->activate();
   cuda_kernels::adamw(a, stream());
 }

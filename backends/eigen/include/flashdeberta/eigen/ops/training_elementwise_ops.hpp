@@ -157,10 +157,7 @@ inline void dropout_factors(float* __restrict factor, std::int64_t cols, std::ui
 inline void dropout(DropoutArgs const& d, int threads) {
   std::int64_t const rows = d.x.rows;
   std::int64_t const cols = d.x.cols;
-  require_training_matrix("dropout", "x", d.x, rows, cols);
-  require_training_matrix("dropout", "out", d.out, rows, cols);
-  FLASHDEBERTA_REQUIRE(d.probability >= 0.0f && d.probability < 1.0f,
-                       "dropout: probability " << d.probability << " is outside [0, 1)");
+  require_dropout_args(d);
   float const p = d.probability;
   float const scale = static_cast<float>(1.0 / (1.0 - static_cast<double>(p)));
   OpThreads const team = threads_for(static_cast<double>(rows * cols), kMinElementsPerThread, threads, rows);
@@ -225,13 +222,7 @@ inline void adamw_values(float* __restrict weights, float const* __restrict grad
 //   w -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps)                                 (bc_i = 1 - beta_i^step)
 // The four arrays must not overlap.
 inline void adamw(AdamWArgs const& a, int threads) {
-  FLASHDEBERTA_REQUIRE(a.count >= 0, "adamw: count " << a.count << " is negative");
-  FLASHDEBERTA_REQUIRE(a.step >= 1, "adamw: step " << a.step << " counts from 1");
-  FLASHDEBERTA_REQUIRE(a.beta1 >= 0.0 && a.beta1 < 1.0 && a.beta2 >= 0.0 && a.beta2 < 1.0,
-                       "adamw: betas (" << a.beta1 << ", " << a.beta2 << ") are outside [0, 1)");
-  FLASHDEBERTA_REQUIRE(
-      a.count == 0 || (a.weights != nullptr && a.grads != nullptr && a.exp_avg != nullptr && a.exp_avg_sq != nullptr),
-      "adamw: weights, grads, exp_avg and exp_avg_sq must all be given for " << a.count << " values");
+  require_adamw_args(a);
   double const step = static_cast<double>(a.step);
   AdamWStep const k{a.beta1,
                     a.beta2,

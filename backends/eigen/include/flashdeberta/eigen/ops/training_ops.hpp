@@ -18,6 +18,7 @@
 #include "flashdeberta/eigen/ops/training_conv_ops.hpp"
 #include "flashdeberta/eigen/ops/training_elementwise_ops.hpp"
 #include "flashdeberta/policy/training_op_args.hpp"
+#include "flashdeberta/policy/training_op_checks.hpp"
 
 #if defined(FLASHDEBERTA_EIGEN_WITH_ONEDNN)
 #include "flashdeberta/onednn/sgemm.hpp"
@@ -86,15 +87,10 @@ inline std::int64_t layer_norm_backward_block_rows(std::int64_t rows) {
 //   dx = (1 / sigma) (g - mean(g) - x_hat mean(g x_hat)),   dgamma += sum dy x_hat,   dbeta += sum dy
 // in float64 throughout. A row is read whole before its dx is written, so dx may alias dy or x.
 inline void layer_norm_backward(LayerNormBackwardArgs const& n, int threads) {
-  char const* op = "layer_norm_backward";
+  require_layer_norm_backward_args(n);
   std::int64_t const rows = n.x.rows;
   std::int64_t const cols = n.x.cols;
-  require_training_matrix(op, "x", n.x, rows, cols);
-  require_training_matrix(op, "dy", n.dy, rows, cols);
-  require_training_matrix(op, "dx", n.dx, rows, cols);
   bool const has_residual = !n.residual.empty();
-  if (has_residual) require_training_matrix(op, "residual", n.residual, rows, cols);
-  FLASHDEBERTA_REQUIRE(n.gamma != nullptr, op << ": gamma is missing");
   bool const has_parameter_grads = n.dgamma != nullptr || n.dbeta != nullptr;
 
   std::int64_t const block_rows = layer_norm_backward_block_rows(rows);

@@ -84,10 +84,7 @@ template <class ExecSpace>
 void dropout(ExecSpace const& space, DropoutArgs const& d) {
   std::int64_t const rows = d.x.rows;
   std::int64_t const cols = d.x.cols;
-  require_training_matrix("dropout", "x", d.x, rows, cols);
-  require_training_matrix("dropout", "out", d.out, rows, cols);
-  FLASHDEBERTA_REQUIRE(d.probability >= 0.0f && d.probability < 1.0f,
-                       "dropout: probability " << d.probability << " is outside [0, 1)");
+  require_dropout_args(d);
   Strided<float const> const x = cstrided(d.x, "dropout input");
   Strided<float> const out = strided(d.out, "dropout output");
   float const p = d.probability;
@@ -111,13 +108,7 @@ void dropout(ExecSpace const& space, DropoutArgs const& d) {
 // with one rounding per stored value, one work item per element. The four arrays must not overlap.
 template <class ExecSpace>
 void adamw(ExecSpace const& space, AdamWArgs const& a) {
-  FLASHDEBERTA_REQUIRE(a.count >= 0, "adamw: count " << a.count << " is negative");
-  FLASHDEBERTA_REQUIRE(a.step >= 1, "adamw: step " << a.step << " counts from 1");
-  FLASHDEBERTA_REQUIRE(a.beta1 >= 0.0 && a.beta1 < 1.0 && a.beta2 >= 0.0 && a.beta2 < 1.0,
-                       "adamw: betas (" << a.beta1 << ", " << a.beta2 << ") are outside [0, 1)");
-  FLASHDEBERTA_REQUIRE(
-      a.count == 0 || (a.weights != nullptr && a.grads != nullptr && a.exp_avg != nullptr && a.exp_avg_sq != nullptr),
-      "adamw: weights, grads, exp_avg and exp_avg_sq must all be given for " << a.count << " values");
+  require_adamw_args(a);
   double const step = static_cast<double>(a.step);
   double const beta1 = a.beta1;
   double const beta2 = a.beta2;

@@ -13,6 +13,7 @@
 #include "flashdeberta/kokkos/ops/training_elementwise_ops.hpp"
 #include "flashdeberta/kokkos/ops/training_gemm.hpp"
 #include "flashdeberta/policy/training_op_args.hpp"
+#include "flashdeberta/policy/training_op_checks.hpp"
 
 namespace flashdeberta::kokkos_ops {
 
@@ -56,15 +57,10 @@ void linear_backward(ExecSpace const& space, LinearBackwardArgs const& l) {
 //   dx = (1 / sigma) (g - mean(g) - x_hat mean(g x_hat)),   dgamma += sum dy x_hat,   dbeta += sum dy
 template <class ExecSpace>
 void layer_norm_backward(ExecSpace const& space, LayerNormBackwardArgs const& n) {
-  char const* op = "layer_norm_backward";
+  require_layer_norm_backward_args(n);
   std::int64_t const rows = n.x.rows;
   std::int64_t const cols = n.x.cols;
-  require_training_matrix(op, "x", n.x, rows, cols);
-  require_training_matrix(op, "dy", n.dy, rows, cols);
-  require_training_matrix(op, "dx", n.dx, rows, cols);
   bool const has_residual = !n.residual.empty();
-  if (has_residual) require_training_matrix(op, "residual", n.residual, rows, cols);
-  FLASHDEBERTA_REQUIRE(n.gamma != nullptr, op << ": gamma is missing");
   if (rows == 0 || cols == 0) return;
   Strided<float const> const x = cstrided(n.x, "layer_norm_backward x");
   Strided<float const> const residual = has_residual ? cstrided(n.residual, "layer_norm_backward residual") : x;
