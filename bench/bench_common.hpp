@@ -83,23 +83,6 @@ inline std::vector<float> random_values(std::int64_t count, std::uint64_t seed, 
   return random_normal(seed, "bench-input", count, 0.0f, scale);
 }
 
-inline std::vector<std::int32_t> random_ids(std::int64_t count, std::int64_t vocab, std::uint64_t seed) {
-  detail::SplitMix64 rng{seed};
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(count));
-  for (auto& id : ids) id = static_cast<std::int32_t>(rng.next() % static_cast<std::uint64_t>(vocab));
-  return ids;
-}
-
-// B sequences of L random ids each.
-inline Batch random_batch(Shape s, std::int64_t vocab, std::uint64_t seed = 7) {
-  Batch batch;
-  for (std::int64_t b = 0; b < s.batch; ++b) {
-    std::vector<std::int32_t> const ids = random_ids(s.length, vocab, seed + static_cast<std::uint64_t>(b));
-    batch.add_sequence(ids);
-  }
-  return batch;
-}
-
 // A (rows, cols) random float matrix in policy memory with the buffer that owns it.
 template <ExecutionPolicy P>
 struct PolicyMatrix {

@@ -1,5 +1,6 @@
-// What every benchmark program shares without a backend: the (B, L) shapes and their names, and the command-line
-// helpers of the programs that take their own flags before Google Benchmark's (bench_training, bench_training_gpu).
+// What every benchmark program shares without a backend: the (B, L) shapes and their names, random token ids, and
+// the command-line helpers of the programs that take their own flags before Google Benchmark's (bench_training,
+// bench_training_gpu).
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -11,7 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "flashdeberta/core/batch.hpp"
 #include "flashdeberta/core/error.hpp"
+#include "random_checkpoint.hpp"
 
 namespace flashdeberta::bench {
 
@@ -23,6 +26,23 @@ struct Shape {
 inline constexpr Shape kShapes[] = {{1, 128}, {1, 512}, {1, 2048}, {1, 8192}, {8, 512}};
 
 inline std::string shape_name(Shape s) { return "B:" + std::to_string(s.batch) + "/L:" + std::to_string(s.length); }
+
+inline std::vector<std::int32_t> random_ids(std::int64_t count, std::int64_t vocab, std::uint64_t seed) {
+  detail::SplitMix64 rng{seed};
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(count));
+  for (auto& id : ids) id = static_cast<std::int32_t>(rng.next() % static_cast<std::uint64_t>(vocab));
+  return ids;
+}
+
+// B sequences of L random ids each.
+inline Batch random_batch(Shape s, std::int64_t vocab, std::uint64_t seed = 7) {
+  Batch batch;
+  for (std::int64_t b = 0; b < s.batch; ++b) {
+    std::vector<std::int32_t> const ids = random_ids(s.length, vocab, seed + static_cast<std::uint64_t>(b));
+    batch.add_sequence(ids);
+  }
+  return batch;
+}
 
 // `arg` is `key` followed by the value ("--steps=3"): the value into `value`.
 inline bool take_flag(std::string_view arg, std::string_view key, std::string& value) {

@@ -16,7 +16,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
-#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,18 +32,6 @@ namespace {
 
 using Model = TrainingModel<V3, CudaPolicy>;
 using Clock = std::chrono::steady_clock;
-
-// B sequences of L ids drawn uniformly from the vocabulary.
-Batch random_batch(Shape s, std::int64_t vocab) {
-  std::mt19937 gen(7);
-  Batch batch;
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(s.length));
-  for (std::int64_t b = 0; b < s.batch; ++b) {
-    for (auto& id : ids) id = static_cast<std::int32_t>(gen() % static_cast<std::uint32_t>(vocab));
-    batch.add_sequence(ids);
-  }
-  return batch;
-}
 
 struct Settings {
   std::int64_t steps = 3;
