@@ -3,7 +3,8 @@
 transformers on the same GPU, in one run.
 
     python3 bench/compare_training_gpu.py --ours build/bench/gpu/bench_training_gpu
-        [--shapes 32x512,8x2048,1x8192] [--repeats 5] [--torch-rows eager-fp32,eager-bf16,sdpa-bf16,compile-bf16]
+        [--shapes 32x512,8x2048,1x8192] [--repeats 5] [--ours-dtypes fp32,bf16]
+        [--torch-rows eager-fp32,eager-bf16,sdpa-bf16,compile-bf16]
         [--device cuda] [--out bench/results/training-gpu-<date>.md] [--commit C]
 
 The step, on both sides (as bench/compare_training.py's on the host): zero the gradients, forward with the loss
@@ -11,8 +12,11 @@ The step, on both sides (as bench/compare_training.py's on the host): zero the g
 weight decay 0.01 except biases and LayerNorm weights: HF Trainer's two groups), dropout off on both sides, random
 initial weights (deberta-v3-base's config), random token ids, all-ones masks, labels b % 2.
 
-Ours: `bench_training_gpu --shapes=... --steps=R` (float32; Google Benchmark JSON), one untimed step per shape, then
-R timed steps; its step time, phases and peak device memory (the step's, beyond the weights, gradients and moments).
+Ours: `bench_training_gpu --shapes=... --steps=R --dtype=D` for each D of --ours-dtypes (fp32; bf16 / fp16: mixed
+precision, float32 master weights and 16-bit products, as `flashdeberta train --dtype` runs it; Google Benchmark
+JSON), one untimed step per shape, then R timed steps; its step time, phases and peak device memory (the step's,
+beyond the weights, gradients and moments). "ours faster by" compares a torch row with ours in the same dtype
+(fp32 rows with ours fp32, bf16 rows with ours bf16 where it ran, else fp32).
 Torch rows, each model built afresh per shape (transformers' DebertaV2ForSequenceClassification from the config):
   eager-fp32     attn_implementation "eager", float32
   eager-bf16     eager under torch.autocast(bfloat16) (HF Trainer's --bf16), float32 master weights
@@ -51,10 +55,11 @@ def parse_shapes(text):
     return shapes
 
 
-def ours(binary, shapes, repeats):
+def ours(binary, shapes, repeats, dtype):
     """{(B, L): {"step_ms", "fwd_bwd_ms", "adamw_ms", "peak_mib"}} from bench_training_gpu's JSON."""
     spec = ",".join(f"{b}x{l}" for b, l in shapes)
-    out = subprocess.run([binary, f"--shapes={spec}", f"--steps={repeats}", "--benchmark_format=json"],
+    out = subprocess.run([binary, f"--shapes={spec}", f"--steps={repeats}", f"--dtype={dtype}",
+                          "--benchmark_format=json"],
                          capture_output=True, text=True)
     if out.returncode != 0:
         raise BenchError(f"{binary} failed: {short_error(out.stderr or out.stdout)}")
@@ -132,6 +137,7 @@ def main(argv=None):
     p.add_argument("--no-ours", action="store_true", help="torch rows only (a machine without our GPU binary)")
     p.add_argument("--shapes", type=parse_shapes, default=parse_shapes("32x512,8x2048,1x8192"))
     p.add_argument("--repeats", type=int, default=5, help="timed steps per case after one warm-up (default 5)")
+    p.add_argument("--ours-dtypes", default="fp32,bf16", help="our rows' dtypes: fp32, bf16, fp16 (default fp32,bf16)")
     p.add_argument("--torch-rows", default=",".join(TORCH_ROWS))
     p.add_argument("--flashdeberta-src", help="FlashDeBERTa's src/ folder (git-ignored): adds its row")
     p.add_argument("--device", default="cuda", help="torch's device (cpu: a smoke run of this script)")
@@ -150,15 +156,22 @@ def main(argv=None):
         rows = [r for r in rows if r != "flashdeberta-bf16"]
     import torch
 
-    ours_rows = {} if a.no_ours else ours(a.ours, a.shapes, a.repeats)
+    dtypes = [d for d in a.ours_dtypes.split(",") if d]
+    for d in dtypes:
+        if d not in ("fp32", "bf16", "fp16"):
+            p.error(f"--ours-dtypes: unknown dtype {d!r} (fp32, bf16, fp16)")
+    ours_rows = {} if a.no_ours else {d: ours(a.ours, a.shapes, a.repeats, d) for d in dtypes}
     header = ["B x L", "system", "step ms (median, min-max)", "tokens/s", "peak MiB", "ours faster by"]
     lines, notes = [], []
     for b, l in a.shapes:
-        mine = ours_rows.get((b, l))
-        if mine:
-            lines.append([f"{b} x {l}", "flashdeberta fp32 (CudaPolicy, flash)", f"{mine['step_ms']:.1f}",
-                          f"{b * l / mine['step_ms'] * 1e3:,.0f}", f"{mine['peak_mib']:.0f}", ""])
+        for d, by_shape in ours_rows.items():
+            mine = by_shape.get((b, l))
+            if mine:
+                lines.append([f"{b} x {l}", f"flashdeberta {d} (CudaPolicy, flash)", f"{mine['step_ms']:.1f}",
+                              f"{b * l / mine['step_ms'] * 1e3:,.0f}", f"{mine['peak_mib']:.0f}", ""])
         for r in rows:
+            same = "fp32" if r.endswith("fp32") else "bf16"
+            mine = (ours_rows.get(same) or ours_rows.get("fp32") or {}).get((b, l))
             try:
                 median, lo, hi, peak, desc = torch_row(torch, r, b, l, a.repeats, a.device)
             except Exception as e:  # noqa: BLE001  (out of memory, an unsupported row: reported, the rest go on)

@@ -60,6 +60,14 @@ void add_backend_option(CommandLine& cli, BackendKind& backend) {
       ->check(built_in_backend());
 }
 
+void add_training_dtype_option(CommandLine& cli, DType& dtype) {
+  cli.choice("--dtype", dtype, "TYPE",
+             choices_of(std::array{DType::kF32, DType::kBF16, DType::kF16}, dtype_option_name),
+             "fp32 (default); bf16 or fp16 (HF's bf16=True / fp16=True): mixed\n"
+             "precision on --backend cuda, float32 master weights and 16-bit\n"
+             "products; fp16 with dynamic loss scaling");
+}
+
 void add_model_options(CommandLine& cli, CommonOptions& o, std::string const& model_help,
                        std::string const& max_tokens_help) {
   cli.group("model options");

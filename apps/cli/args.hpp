@@ -88,6 +88,8 @@ void add_model_options(CommandLine& cli, CommonOptions& options, std::string con
                        std::string const& max_tokens_help);
 // --backend alone (eigen, kokkos, cuda; one this build lacks is refused naming those it has), for train.
 void add_backend_option(CommandLine& cli, BackendKind& backend);
+// train's --dtype: fp32, or bf16 / fp16 mixed precision (HF's bf16=True / fp16=True) on the CUDA backend.
+void add_training_dtype_option(CommandLine& cli, DType& dtype);
 // --max-tokens alone, for a command that runs no model (tokenize).
 void add_max_tokens(CommandLine& cli, std::int64_t& max_tokens, std::string const& help);
 // --tokenizer: the tokenizer files when they are not in --model (the pipeline commands, serve).

@@ -184,6 +184,7 @@ int train_command(std::span<char const* const> args) {
   cli.choice("--attention", o.runtime.attention, "IMPL",
              {{"flash", AttentionImpl::kFlash}, {"eager", AttentionImpl::kEager}},
              "flash (default) or eager (the L x L scores, as HF)");
+  add_training_dtype_option(cli, o.runtime.dtype);
   cli.footer(kFooter);
   if (!cli.parse(args)) return 0;
   o.task = runtime::parse_training_task(task);

@@ -1,12 +1,16 @@
-// One full training step through CudaPolicy (float32): deberta-v3-base's shape (random initial weights, as HF's
-// initializer draws them), sequence classification with 2 labels, flash attention, dropout off; the step is
-// zero_grads, forward with the loss, backward, global-norm clipping at 1.0 and AdamW (lr 5e-5, weight decay 0.01),
-// HF Trainer's defaults (bench/bench_training.cpp runs the same step on the host).
-//   training/cuda/v3-base/B/L   one step per iteration, wall time from the first call to the fence after AdamW
+// One full training step through CudaPolicy (float32, or bf16 / fp16 mixed precision): deberta-v3-base's shape (random
+// initial weights, as HF's initializer draws them), sequence classification with 2 labels, flash attention, dropout
+// off; the step is zero_grads, forward with the loss, backward, global-norm clipping at 1.0 and AdamW (lr 5e-5, weight
+// decay 0.01), HF Trainer's defaults (bench/bench_training.cpp runs the same step on the host).
+//   training/cuda/v3-base/DTYPE/ATTENTION/BxL   one step per iteration, wall time from the first call to the fence
+//                                               after AdamW
 // Counters per step: fwd_bwd_ms (forward, loss, backward; fenced by the loss's download), adamw_ms (norm, clipping,
 // update; fenced), tokens/s, and peak_MiB: the device memory in use at the step's peak beyond what was in use before
 // it (the weights, their gradients and AdamW's moments), from CudaPolicy's allocator.
-//   bench_training_gpu [--shapes=32x512,8x2048,1x8192] [--steps=3] [--attention=flash|eager] [Google Benchmark flags]
+//   bench_training_gpu [--shapes=32x512,8x2048,1x8192] [--steps=3] [--attention=flash|eager] [--dtype=fp32|bf16|fp16]
+//                      [Google Benchmark flags]
+// --dtype bf16 / fp16: mixed precision as `flashdeberta train --dtype` runs it (float32 master weights and
+// activations, 16-bit products; fp16 with the dynamic loss scale).
 // The shapes (32 x 512, 8 x 2048, 1 x 8192) by default; 1 x 16384 and 1 x 32768 show the memory growing
 // linearly with L. Without a CUDA device each benchmark reports "no CUDA device" and times nothing.
 #include <benchmark/benchmark.h>
@@ -16,6 +20,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +29,7 @@
 #include "../random_checkpoint.hpp"
 #include "flashdeberta/cuda/cuda_policy.hpp"
 #include "flashdeberta/io/config_json.hpp"
+#include "flashdeberta/train/loss_scale.hpp"
 #include "flashdeberta/train/optimizer.hpp"
 #include "flashdeberta/train/training_model.hpp"
 
@@ -36,6 +42,7 @@ using Clock = std::chrono::steady_clock;
 struct Settings {
   std::int64_t steps = 3;
   AttentionImpl attention = AttentionImpl::kFlash;
+  DType dtype = DType::kF32;
   std::vector<Shape> shapes{{32, 512}, {8, 2048}, {1, 8192}};
 };
 
@@ -52,10 +59,12 @@ bool have_gpu() {
 // The model and its optimizer, made on first use: deberta-v3-base's config.json as random_checkpoint.hpp writes
 // it, every parameter from the initializer (no 740 MB file to write and upload).
 struct Trainer {
-  CudaPolicy policy{CudaOptions{.dtype = DType::kF32}};
+  CudaPolicy policy{CudaOptions{.dtype = settings().dtype}};
   std::unique_ptr<Model> model;
   AdamW<CudaPolicy> optimizer{
       {.learning_rate = 5e-5, .weight_decay = 0.01, .max_grad_norm = 1.0, .schedule = LearningRateSchedule::kConstant}};
+  std::optional<DynamicLossScale> loss_scale =
+      settings().dtype == DType::kF16 ? std::optional<DynamicLossScale>(std::in_place) : std::nullopt;
 };
 
 Trainer& trainer() {
@@ -82,9 +91,10 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 double train_step(Trainer& t, Batch const& batch, TrainingTargets const& targets, Phases& phases) {
   auto const start = Clock::now();
   t.model->parameters().zero_grads();
-  TrainingLoss const loss = t.model->forward_backward(batch, targets);
+  TrainingLoss const loss =
+      t.model->forward_backward(batch, targets, {}, 0, t.loss_scale ? t.loss_scale->scale() : 1.0);
   auto const backward_done = Clock::now();
-  t.optimizer.step(t.model->parameters());
+  t.optimizer.step(t.model->parameters(), 1.0, t.loss_scale ? &*t.loss_scale : nullptr);
   cudaDeviceSynchronize();
   auto const end = Clock::now();
   phases.forward_backward += seconds_between(start, backward_done);
@@ -122,9 +132,18 @@ void training_step(benchmark::State& state, Shape s) {
   state.counters["loss"] = loss;
 }
 
+char const* dtype_label(DType d) { return d == DType::kBF16 ? "bf16" : d == DType::kF16 ? "fp16" : "fp32"; }
+
+DType parse_dtype(std::string const& v) {
+  if (v == "fp32") return DType::kF32;
+  if (v == "bf16") return DType::kBF16;
+  if (v == "fp16") return DType::kF16;
+  FLASHDEBERTA_FAIL("--dtype=" << v << ": fp32, bf16 or fp16");
+}
+
 void register_benchmarks() {
   for (Shape s : settings().shapes) {
-    std::string const label = std::string("training/cuda/v3-base/") +
+    std::string const label = std::string("training/cuda/v3-base/") + dtype_label(settings().dtype) + "/" +
                               (settings().attention == AttentionImpl::kEager ? "eager/" : "flash/") + shape_name(s);
     benchmark::RegisterBenchmark(label.c_str(), training_step, s)
         ->Unit(benchmark::kMillisecond)
@@ -148,6 +167,8 @@ int main(int argc, char** argv) {
         s.steps = std::max<std::int64_t>(1, std::atoll(v.c_str()));
       } else if (take_flag(arg, "--attention=", v)) {
         s.attention = v == "eager" ? flashdeberta::AttentionImpl::kEager : flashdeberta::AttentionImpl::kFlash;
+      } else if (take_flag(arg, "--dtype=", v)) {
+        s.dtype = parse_dtype(v);
       } else if (take_flag(arg, "--shapes=", v)) {
         s.shapes = parse_shapes(v);
       } else {

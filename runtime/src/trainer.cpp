@@ -58,6 +58,12 @@ TrainingResult train(TrainerOptions const& o, TrainerHooks const& hooks) {
   auto const note = [&](std::string const& m) {
     if (hooks.on_note) hooks.on_note(m);
   };
+  if (o.runtime.dtype != DType::kF32 && o.runtime.backend != BackendKind::kCuda)
+    throw UsageError("--dtype " + std::string(dtype_option_name(o.runtime.dtype)) +
+                     ": mixed-precision training runs on --backend cuda; the host backends train in fp32");
+  FLASHDEBERTA_REQUIRE(
+      o.runtime.dtype == DType::kF32 || o.runtime.dtype == DType::kBF16 || o.runtime.dtype == DType::kF16,
+      "--dtype " << dtype_option_name(o.runtime.dtype) << ": training computes in fp32, bf16 or fp16");
   fs::path const& model = o.runtime.model;
   ModelConfig config = read_model_config(model);
   std::string const source_config = model_config_json(model);
@@ -152,6 +158,12 @@ TrainingResult train(TrainerOptions const& o, TrainerHooks const& hooks) {
       }
       // HF divides each micro-batch loss by the accumulation steps: the summed gradients, scaled once.
       OptimizerStepReport const report = session->step(1.0 / static_cast<double>(micro));
+      if (report.skipped) {  // HF's Trainer counts the step too (GradScaler skipped the update)
+        std::ostringstream line;
+        line << "step " << pos.global_step + 1 << ": the fp16 gradients overflowed; update skipped, loss scale now "
+             << report.loss_scale;
+        note(line.str());
+      }
       pos.micro_batches = group_end;
       ++pos.global_step;
       double const step_loss = loss_sum / static_cast<double>(micro);

@@ -5,7 +5,10 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iomanip>
+#include <map>
 #include <regex>
+#include <sstream>
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -140,8 +143,15 @@ fs::path write_training_checkpoint(fs::path const& output, ModelFiles const& fil
       }
     }
     for (auto const& [tensor, values] : state.values) names.push_back(tensor);
-    write_tensors(staging / "training_state.safetensors", shapes, all,
-                  {{"parameters", join(names)}, {"completed_steps", std::to_string(state.completed_steps)}});
+    std::map<std::string, std::string> meta{{"parameters", join(names)},
+                                            {"completed_steps", std::to_string(state.completed_steps)}};
+    if (state.loss_scale > 0.0) {  // an fp16 run's scale, exact in 17 significant digits
+      std::ostringstream scale;
+      scale << std::setprecision(17) << state.loss_scale;
+      meta["loss_scale"] = scale.str();
+      meta["loss_scale_good_steps"] = std::to_string(state.loss_scale_good_steps);
+    }
+    write_tensors(staging / "training_state.safetensors", shapes, all, meta);
     nlohmann::ordered_json s;
     s["format"] = kTrainerStateFormat;
     s["global_step"] = position.global_step;
@@ -213,6 +223,11 @@ TrainingState read_training_state(fs::path const& checkpoint) {
                        file.source() << ": no 'parameters' / 'completed_steps' metadata (not a training state)");
   TrainingState state;
   state.completed_steps = std::stoll(meta.at("completed_steps"));
+  if (meta.contains("loss_scale")) {
+    state.loss_scale = std::stod(meta.at("loss_scale"));
+    state.loss_scale_good_steps =
+        meta.contains("loss_scale_good_steps") ? std::stoll(meta.at("loss_scale_good_steps")) : 0;
+  }
   std::istringstream names(meta.at("parameters"));
   for (std::string name; std::getline(names, name);) {
     state.values.emplace_back(name, file.read_f32("value." + name));

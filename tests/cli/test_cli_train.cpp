@@ -3,7 +3,9 @@
 // a run stopped by SIGTERM and resumed ends bit-identical to an uninterrupted one, and the epoch order is HF's.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -330,6 +332,43 @@ TEST_CASE("train: --backend cuda follows eigen's losses step by step") {
   for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(2e-4));
   CHECK(run_cli_lines({"classify", "--model", (dir / "cuda").string(), "--threads", "2", "It was great."}, 1)
             .lines.size() == 1);
+}
+
+// --dtype bf16 / fp16: mixed precision on the GPU (16-bit products, float32 master weights; fp16 scales the loss), the
+// losses near float32's; the host backends refuse it before reading anything.
+TEST_CASE("train: --dtype bf16 and fp16 on --backend cuda stay near fp32's losses, the host backends refuse them") {
+  ScratchDir const dir("train_dtype");
+  dir.write("train.jsonl", sentiment_lines(16));
+  auto const run = [&](std::string const& backend, std::string const& dtype) {
+    return run_cli(train_args(dir, dir / (backend + dtype),
+                              {"--backend", backend, "--dtype", dtype, "--epochs", "1", "--threads", "2",
+                               "--batch-size", "4", "--logging-steps", "1"}));
+  };
+  CliResult const refused = run("eigen", "bf16");
+  CHECK(refused.status == 2);
+  CHECK(refused.err.find("--dtype bf16: mixed-precision training runs on --backend cuda") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "eigenbf16"));
+  CliResult const fp32 = run("cuda", "fp32");
+  if (fp32.status != 0 && (fp32.err.find("no CUDA device") != std::string::npos ||
+                           fp32.err.find("this build has no CUDA backend") != std::string::npos)) {
+    MESSAGE("no CUDA device or backend: the mixed-precision case is skipped (" << fp32.err << ")");
+    return;
+  }
+  REQUIRE_MESSAGE(fp32.status == 0, fp32.err);
+  auto const losses = [](std::string const& err) {
+    std::vector<double> out;
+    for (std::size_t at = err.find("): loss "); at != std::string::npos; at = err.find("): loss ", at + 1))
+      out.push_back(std::stod(err.substr(at + 8)));
+    return out;
+  };
+  for (char const* dtype : {"bf16", "fp16"}) {
+    CliResult const mixed = run("cuda", dtype);
+    REQUIRE_MESSAGE(mixed.status == 0, mixed.err);
+    std::vector<double> const a = losses(mixed.err), b = losses(fp32.err);
+    REQUIRE(a.size() == 4);
+    REQUIRE(b.size() == a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK_MESSAGE(std::abs(a[i] - b[i]) <= 2e-2, dtype << " step " << i);
+  }
 }
 
 TEST_CASE("train: --help names HF's TrainingArguments, and the program's help lists train") {

@@ -3,7 +3,8 @@
 // training_gradient_checks.hpp; the attention backward (eager and flash, with and without the forward's lse, every
 // set of position terms, dropout) and the forwards' log-sum-exp against the float64 reference of
 // attention_backward_reference.hpp; then the whole model's gradients against HF autograd, one AdamW step and the
-// 20-step Trainer replay (gradient_suite.hpp, optimizer_suite.hpp). The bounds are the Kokkos test's: the CUDA
+// 20-step Trainer replay (gradient_suite.hpp, optimizer_suite.hpp), and bf16 / fp16 mixed precision against HF's own
+// autocast error (mixed_precision_suite.hpp). The bounds are the Kokkos test's: the CUDA
 // kernels sum in float32 (attention, cuBLASLt's products) or float64 (column sums, LayerNorm, D) as the host ones do,
 // in other orders whose rounding stays well inside them.
 #include <doctest/doctest.h>
@@ -22,6 +23,7 @@
 #include "../ops/training_gradient_checks.hpp"
 #include "../ops/training_op_suite.hpp"
 #include "../train/gradient_suite.hpp"
+#include "../train/mixed_precision_suite.hpp"
 #include "../train/optimizer_suite.hpp"
 #include "flashdeberta/cuda/cuda_policy.hpp"
 
@@ -134,7 +136,18 @@ TEST_CASE("cuda training: the last layer over the head's rows only matches every
 
 TEST_CASE("cuda training: one AdamW step against torch.optim.AdamW") { fd::testing::run_adamw_step_case(policy()); }
 
+TEST_CASE("cuda training: a loss-scaled AdamW step, and one skipped on overflow") {
+  fd::testing::run_loss_scaled_step_case(policy());
+}
+
 TEST_CASE("cuda training: 20 steps of HF's Trainer replayed") {
   for (auto impl : {fd::AttentionImpl::kFlash, fd::AttentionImpl::kEager})
     fd::testing::run_trainer_replay(policy(), impl);
+}
+
+TEST_CASE("cuda training: mixed-precision gradients within HF autocast's own error against float64") {
+  for (fd::DType dtype : {fd::DType::kBF16, fd::DType::kF16}) {
+    Policy const p(fd::CudaOptions{.dtype = dtype});
+    fd::testing::run_mixed_precision_suite(p, dtype == fd::DType::kBF16 ? "bf16" : "fp16");
+  }
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -57,6 +58,47 @@ void run_adamw_step_case(P const& policy) {
   double const worst = parameter_distance(parameters, after, "", worst_name);
   MESSAGE("adamw_step: largest |ours - torch| after one step " << worst << " (" << worst_name << "; lr 1e-3)");
   CHECK(worst <= 1e-6);
+}
+
+// The adamw_step fixture's gradients times a loss scale of 1024, stepped with that DynamicLossScale: torch's update
+// (the scale divided out); then a gradient that overflowed: the step is skipped, nothing moves, the scale halves.
+template <TrainingPolicy P>
+void run_loss_scaled_step_case(P const& policy) {
+  std::filesystem::path const dir = training_fixture_dir() / "v3_seqcls";
+  auto model = TrainingModel<V3, P>::load(policy, dir, {});
+  SafetensorsFile const expected = SafetensorsFile::open(dir / "expected.safetensors");
+  ParameterSet<P>& parameters = model.parameters();
+  auto const set_scaled_grads = [&](float scale) {
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+      std::vector<float> g = expected.read_f32("grad." + parameters.info(i).name);
+      for (float& x : g) x *= scale;
+      parameters.set_grad(i, g);
+    }
+  };
+  AdamW<P> optimizer(
+      {.learning_rate = 1e-3, .weight_decay = 0.01, .max_grad_norm = 1.0, .schedule = LearningRateSchedule::kConstant});
+  DynamicLossScale loss_scale({.initial = 1024.0, .growth_interval = 2});
+  set_scaled_grads(1024.0f);
+  auto const report = optimizer.step(parameters, 1.0, &loss_scale);
+  CHECK_FALSE(report.skipped);
+  CHECK(std::abs(report.grad_norm - 6.881671817363321) <= 1e-5);
+  CHECK(optimizer.completed_steps() == 1);
+  CHECK(loss_scale.scale() == 1024.0);
+  std::string worst_name;
+  SafetensorsFile const after = SafetensorsFile::open(training_fixture_dir() / "adamw_step" / "after_step.safetensors");
+  double const worst = parameter_distance(parameters, after, "", worst_name);
+  MESSAGE("loss-scaled adamw_step: largest |ours - torch| after one step " << worst << " (" << worst_name << ")");
+  CHECK(worst <= 1e-6);
+
+  std::vector<float> overflowed = expected.read_f32("grad." + parameters.info(1).name);
+  overflowed[0] = std::numeric_limits<float>::infinity();
+  parameters.zero_grads();
+  parameters.set_grad(1, overflowed);
+  auto const skipped = optimizer.step(parameters, 1.0, &loss_scale);
+  CHECK(skipped.skipped);
+  CHECK(skipped.loss_scale == 512.0);
+  CHECK(optimizer.completed_steps() == 1);
+  CHECK(parameter_distance(parameters, after, "", worst_name) == worst);  // nothing moved
 }
 
 template <TrainingPolicy P>

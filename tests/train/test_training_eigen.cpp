@@ -10,6 +10,10 @@ TEST_CASE("training: one AdamW step against torch.optim.AdamW through EigenPolic
   flashdeberta::testing::run_adamw_step_case(flashdeberta::EigenPolicy(2));
 }
 
+TEST_CASE("training: a loss-scaled AdamW step, and one skipped on overflow, through EigenPolicy") {
+  flashdeberta::testing::run_loss_scaled_step_case(flashdeberta::EigenPolicy(2));
+}
+
 TEST_CASE("training: 20 steps of HF's Trainer replayed through EigenPolicy") {
   for (auto impl : {flashdeberta::AttentionImpl::kFlash, flashdeberta::AttentionImpl::kEager})
     flashdeberta::testing::run_trainer_replay(flashdeberta::EigenPolicy(2), impl);

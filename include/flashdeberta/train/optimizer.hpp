@@ -9,6 +9,7 @@
 #include <numbers>
 #include <string_view>
 
+#include "flashdeberta/train/loss_scale.hpp"
 #include "flashdeberta/train/parameter_set.hpp"
 
 namespace flashdeberta {
@@ -56,8 +57,10 @@ inline double scheduled_learning_rate(OptimizerOptions const& o, std::int64_t co
 }
 
 struct OptimizerStepReport {
-  double grad_norm = 0.0;  // before clipping
+  double grad_norm = 0.0;  // before clipping (the loss scale divided out)
   double learning_rate = 0.0;
+  bool skipped = false;     // the scaled gradients overflowed: no update, the schedule did not advance
+  double loss_scale = 1.0;  // the scale the next backward uses (1 without loss scaling)
 };
 
 // AdamW over a ParameterSet, with the schedule and clipping; holds the step count (the moments live in the set).
@@ -73,10 +76,23 @@ class AdamW {
 
   // One update from the gradients in `parameters` times `gradient_scale` (which it leaves as they are):
   // 1 / gradient_accumulation_steps makes summed micro-batch gradients HF's, whose loss each micro-batch divides.
-  OptimizerStepReport step(ParameterSet<P>& parameters, double gradient_scale = 1.0) {
+  // With a DynamicLossScale the gradients are that scale times the loss's: it is divided out, and a step whose norm
+  // is not finite is skipped (the scale shrinks) as GradScaler.step skips it, the schedule not advanced.
+  OptimizerStepReport step(ParameterSet<P>& parameters, double gradient_scale = 1.0,
+                           DynamicLossScale* loss_scale = nullptr) {
     OptimizerStepReport report;
-    report.grad_norm = parameters.grad_norm() * gradient_scale;
-    report.learning_rate = next_learning_rate();
+    if (loss_scale != nullptr) {
+      gradient_scale /= loss_scale->scale();
+      double const norm = parameters.grad_norm() * gradient_scale;
+      report.skipped = !loss_scale->update(norm);
+      report.loss_scale = loss_scale->scale();
+      report.learning_rate = next_learning_rate();
+      report.grad_norm = norm;
+      if (report.skipped) return report;
+    } else {
+      report.grad_norm = parameters.grad_norm() * gradient_scale;
+      report.learning_rate = next_learning_rate();
+    }
     // torch.nn.utils.clip_grad_norm_: every gradient times min(1, max_norm / (norm + 1e-6)).
     double scale = 1.0;
     if (options_.max_grad_norm > 0.0) scale = std::min(1.0, options_.max_grad_norm / (report.grad_norm + 1e-6));

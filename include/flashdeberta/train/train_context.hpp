@@ -28,7 +28,9 @@ struct TrainContext {
 
   P const& policy() const { return forward.policy; }
   std::int64_t tokens() const { return forward.tokens(); }
-  typename P::Buffer activation(std::int64_t cols) const { return forward.activation(cols); }
+  // A fresh (T, cols) float32 activation: training keeps its activations in float32 whatever the policy's compute
+  // dtype (a 16-bit one rounds only the products' operands: CudaPolicy::rounds_product).
+  typename P::Buffer activation(std::int64_t cols) const { return allocate(tokens(), cols); }
   typename P::Buffer allocate(std::int64_t rows, std::int64_t cols) const {
     return policy().allocate(rows * cols, DType::kF32);
   }

@@ -71,15 +71,17 @@ class TrainingModel {
   void set_activation_checkpointing(bool on) { options_.activation_checkpointing = on; }
 
   // Forward, loss and backward of one batch; the parameters' gradients add up (ParameterSet::zero_grads clears
-  // them). `dropout` all zero runs as HF's eval mode does; `seed` draws this step's dropout masks.
+  // them). `dropout` all zero runs as HF's eval mode does; `seed` draws this step's dropout masks. The backward
+  // starts from the loss's gradient times `loss_scale` (DynamicLossScale: fp16 products), so every gradient is
+  // that many times the loss's.
   TrainingLoss forward_backward(Batch const& batch, TrainingTargets const& targets, DropoutRates dropout = {},
-                                std::uint64_t seed = 0) {
-    return run(batch, targets, dropout, seed, /*backward=*/true);
+                                std::uint64_t seed = 0, double loss_scale = 1.0) {
+    return run(batch, targets, dropout, seed, /*backward=*/true, loss_scale);
   }
 
   // The loss and logits without a backward (evaluation: no dropout).
   TrainingLoss evaluate(Batch const& batch, TrainingTargets const& targets) {
-    return run(batch, targets, {}, 0, /*backward=*/false);
+    return run(batch, targets, {}, 0, /*backward=*/false, 1.0);
   }
 
  private:
@@ -89,7 +91,7 @@ class TrainingModel {
   }
 
   TrainingLoss run(Batch const& batch, TrainingTargets const& targets, DropoutRates dropout, std::uint64_t seed,
-                   bool backward) {
+                   bool backward, double loss_scale) {
     batch.validate(config_);
     FLASHDEBERTA_REQUIRE(batch.batch_size() > 0, "training needs at least one sequence");
     P const& p = parameters_->policy();
@@ -109,9 +111,11 @@ class TrainingModel {
                                                 options_.head_rows_only ? &head_rows : nullptr);
     typename TrainableHead<P>::Saved saved;
     head_->forward(ctx, hidden, head_rows, saved, /*hidden_gathered=*/tape.subset != nullptr);
-    LossGradient const loss = head_->loss(saved, batch, targets);
+    LossGradient loss = head_->loss(saved, batch, targets);
     TrainingLoss out{loss.loss, saved.logits, loss.counted};
     if (backward) {
+      if (loss_scale != 1.0)
+        for (float& g : loss.dlogits) g = static_cast<float>(g * loss_scale);
       auto dhidden = head_->backward(ctx, saved, loss.dlogits);
       saved = {};
       backbone_->backward(ctx, tape, std::move(dhidden), options_.activation_checkpointing);

@@ -52,19 +52,22 @@ class TypedTrainingSession final : public TrainingSession {
             {.head = options.head, .problem = options.problem, .attention = attention, .init_seed = options.init_seed}),
         optimizer_(options.optimizer) {
     checkpoint_.reset();  // the parameters are copies: the file need not stay open
+    // fp16 products need the loss scaled (loss_scale.hpp); bf16's and float32's range do not.
+    if (policy.compute_dtype() == DType::kF16) loss_scale_.emplace();
   }
 
   ModelConfig const& config() const override { return model_.config(); }
   TrainingLoss forward_backward(Batch const& batch, TrainingTargets const& targets, DropoutRates dropout,
                                 std::uint64_t seed) override {
-    return model_.forward_backward(batch, targets, dropout, seed);
+    return model_.forward_backward(batch, targets, dropout, seed, loss_scale_ ? loss_scale_->scale() : 1.0);
   }
   TrainingLoss evaluate(Batch const& batch, TrainingTargets const& targets) override {
     return model_.evaluate(batch, targets);
   }
   void zero_grads() override { model_.parameters().zero_grads(); }
   OptimizerStepReport step(double gradient_scale) override {
-    OptimizerStepReport const report = optimizer_.step(model_.parameters(), gradient_scale);
+    OptimizerStepReport const report =
+        optimizer_.step(model_.parameters(), gradient_scale, loss_scale_ ? &*loss_scale_ : nullptr);
     model_.parameters().zero_grads();
     return report;
   }
@@ -81,8 +84,12 @@ class TypedTrainingSession final : public TrainingSession {
   TrainingState state() const override {
     using Slot = typename ParameterSet<P>::Slot;
     ParameterSet<P> const& s = model_.parameters();
-    return {s.download(Slot::kValue), s.download(Slot::kExpAvg), s.download(Slot::kExpAvgSq),
-            optimizer_.completed_steps()};
+    return {s.download(Slot::kValue),
+            s.download(Slot::kExpAvg),
+            s.download(Slot::kExpAvgSq),
+            optimizer_.completed_steps(),
+            loss_scale_ ? loss_scale_->scale() : 0.0,
+            loss_scale_ ? loss_scale_->good_steps() : 0};
   }
   void restore(TrainingState const& state) override {
     using Slot = typename ParameterSet<P>::Slot;
@@ -102,6 +109,7 @@ class TypedTrainingSession final : public TrainingSession {
     put(state.exp_avg, Slot::kExpAvg);
     put(state.exp_avg_sq, Slot::kExpAvgSq);
     optimizer_.set_completed_steps(state.completed_steps);
+    if (loss_scale_ && state.loss_scale > 0.0) loss_scale_->restore(state.loss_scale, state.loss_scale_good_steps);
   }
 
  private:
@@ -113,6 +121,7 @@ class TypedTrainingSession final : public TrainingSession {
   std::unique_ptr<Checkpoint> checkpoint_;  // declared first: open while model_ reads it
   TrainingModel<V, P> model_;
   AdamW<P> optimizer_;
+  std::optional<DynamicLossScale> loss_scale_;  // fp16 products only
 };
 
 template <Variant V, ExecutionPolicy P, class Device>

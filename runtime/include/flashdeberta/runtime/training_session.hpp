@@ -24,10 +24,13 @@ struct TrainingSessionOptions {
   std::uint64_t init_seed = 42;  // a new head's initial weights
 };
 
-// Host copies of what a run must keep to resume bit-identically: every parameter, AdamW's moments and step count.
+// Host copies of what a run must keep to resume bit-identically: every parameter, AdamW's moments and step count,
+// and the loss scale of an fp16 run (DynamicLossScale; 0 where the run has none).
 struct TrainingState {
   std::vector<std::pair<std::string, std::vector<float>>> values, exp_avg, exp_avg_sq;
   std::int64_t completed_steps = 0;
+  double loss_scale = 0.0;
+  std::int64_t loss_scale_good_steps = 0;
 };
 
 class TrainingSession {
@@ -40,7 +43,8 @@ class TrainingSession {
   virtual TrainingLoss evaluate(Batch const& batch, TrainingTargets const& targets) = 0;
   virtual void zero_grads() = 0;
   // One AdamW update (clipping, schedule) from the gradients times `gradient_scale` (1 / accumulation steps); they
-  // are zeroed after it.
+  // are zeroed after it. Under fp16 products the loss is scaled and a step whose gradients overflowed is skipped
+  // (OptimizerStepReport::skipped).
   virtual OptimizerStepReport step(double gradient_scale) = 0;
   virtual double next_learning_rate() const = 0;
   // Every parameter under its HF name (deberta.* and the head's), host float32, flat; shapes() gives each one's.

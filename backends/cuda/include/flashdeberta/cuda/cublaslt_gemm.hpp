@@ -6,7 +6,8 @@
 // (op(b) = b) or transposed (op(b) = b^T), and op(a)^T likewise. The forward's b (N, K)^T is the transposed case.
 // The bias then runs along the rows of out^T, which is what cuBLASLt's bias epilogue adds. Accumulation is
 // CUBLAS_COMPUTE_32F for every dtype; for float32 data this is the strict IEEE path (no TF32), the parity path
-// against the host policies.
+// against the host policies. a and b share one dtype; out has it too, or is float32 under 16-bit operands (mixed-
+// precision training: bf16 or fp16 tensor-core products of float32 activations, accumulated and kept in float32).
 #pragma once
 
 #include <cublasLt.h>
@@ -64,8 +65,8 @@ class CublasLtGemm {
   // "gelu_pytorch_tanh"), not the erf form of "gelu".
   enum class FusedActivation { kNone, kRelu, kGeluTanh };
 
-  // out (M, N) = alpha op(a) . op(b) + beta out, op(a) (M, K) and op(b) (K, N); one dtype throughout. With beta 0
-  // out is only written (its old values, NaN included, are not read).
+  // out (M, N) = alpha op(a) . op(b) + beta out, op(a) (M, K) and op(b) (K, N); a and b of one dtype, out of that
+  // or float32. With beta 0 out is only written (its old values, NaN included, are not read).
   struct Product {
     MatrixRef a;
     bool transpose_a = false;  // op(a) = a^T: a is (K, M)
@@ -94,6 +95,10 @@ class CublasLtGemm {
     if (p.out.rows == 0 || p.out.cols == 0) return;
     std::int64_t const inner = p.transpose_a ? p.a.rows : p.a.cols;
     FLASHDEBERTA_REQUIRE(inner > 0, "gemm with an empty inner dimension");
+    FLASHDEBERTA_REQUIRE(p.a.dtype == p.b.dtype && (p.out.dtype == p.a.dtype || p.out.dtype == DType::kF32),
+                         "gemm operands a " << dtype_name(p.a.dtype) << ", b " << dtype_name(p.b.dtype) << ", out "
+                                            << dtype_name(p.out.dtype)
+                                            << ": a and b share one dtype, out has it or is F32");
     Key const key{p.out.rows,
                   p.out.cols,
                   inner,
@@ -101,6 +106,7 @@ class CublasLtGemm {
                   p.b.ld,
                   p.out.ld,
                   static_cast<int>(p.out.dtype),
+                  static_cast<int>(p.a.dtype),
                   static_cast<int>(epilogue),
                   pointer_alignment(p.a.data),
                   pointer_alignment(p.b.data),
@@ -119,9 +125,10 @@ class CublasLtGemm {
                                              &plan.algo, workspace_.data(), workspace_.bytes(), stream));
   }
 
-  // m, n, k, lda, ldb, ldc, dtype, epilogue, alignments of a, b, out and bias, transposes (2 op(a) + op(b)).
+  // m, n, k, lda, ldb, ldc, out's and the operands' dtypes, epilogue, alignments of a, b, out and bias, transposes
+  // (2 op(a) + op(b)).
   using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, int, int,
-                         std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t, int>;
+                         int, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t, int>;
 
   struct Plan {
     cublasLtMatmulDesc_t operation = nullptr;
@@ -144,6 +151,7 @@ class CublasLtGemm {
     auto found = plans_.find(key);
     if (found != plans_.end()) return found->second;
     cudaDataType_t const type = cuda_data_type(p.out.dtype);
+    cudaDataType_t const operand_type = cuda_data_type(p.a.dtype);
     Plan plan;
     try {
       FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.operation, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -163,14 +171,14 @@ class CublasLtGemm {
       }
       auto const rows = [](MatrixRef const& m) { return static_cast<std::uint64_t>(m.cols); };  // column-major
       auto const cols = [](MatrixRef const& m) { return static_cast<std::uint64_t>(m.rows); };
-      FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.weight, type, rows(p.b), cols(p.b), p.b.ld));
-      FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.input, type, rows(p.a), cols(p.a), p.a.ld));
+      FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.weight, operand_type, rows(p.b), cols(p.b), p.b.ld));
+      FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.input, operand_type, rows(p.a), cols(p.a), p.a.ld));
       FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.output, type, rows(p.out), cols(p.out), p.out.ld));
 
       cublasLtMatmulPreference_t preference = nullptr;
       FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
       std::size_t const workspace_bytes = workspace_.bytes();
-      std::uint32_t const align_a = std::get<8>(key), align_b = std::get<9>(key), align_out = std::get<10>(key);
+      std::uint32_t const align_a = std::get<9>(key), align_b = std::get<10>(key), align_out = std::get<11>(key);
       cublasLtMatmulHeuristicResult_t result{};
       int found_count = 0;
       cublasStatus_t const status = [&] {
@@ -199,7 +207,8 @@ class CublasLtGemm {
       FLASHDEBERTA_REQUIRE(found_count > 0, "cuBLASLt has no algorithm for the gemm a ("
                                                 << p.a.rows << ", " << p.a.cols << ") ld " << p.a.ld << ", b ("
                                                 << p.b.rows << ", " << p.b.cols << ") ld " << p.b.ld << ", out ld "
-                                                << p.out.ld << " in " << dtype_name(p.out.dtype));
+                                                << p.out.ld << " in " << dtype_name(p.a.dtype) << " to "
+                                                << dtype_name(p.out.dtype));
       plan.algo = result.algo;
     } catch (...) {
       plan.destroy();

@@ -195,6 +195,16 @@ class CudaPolicy {
       cuda_kernels::gemm_accumulate_f64(g, stream());
       return;
     }
+    if (rounds_product(g.a, g.b, g.out)) {
+      RoundedOperand const a = rounded(g.a);
+      RoundedOperand const b = rounded(g.b);
+      GemmArgs r = g;
+      r.a = a.view;
+      r.b = b.view;
+      context_->gemm->run(r, cuda_detail::CublasLtGemm::FusedActivation::kNone, stream());
+      cuda_kernels::bias_activation(g.out, nullptr, g.activation, stream());
+      return;
+    }
     using Fused = cuda_detail::CublasLtGemm::FusedActivation;
     Fused fused = Fused::kNone;
     if (g.activation == Activation::kRelu) fused = Fused::kRelu;
@@ -299,8 +309,17 @@ class CudaPolicy {
     return status != cudaStreamCaptureStatusNone;
   }
 
-  // Training (TrainingPolicy, training_op_args.hpp), float32 operands whatever the compute dtype; defined in
-  // cuda_training_ops.hpp, which this header includes at its end.
+  // Mixed-precision training: under a 16-bit compute dtype, a product whose operands and output are float32 (the
+  // training model's activations and master weights) runs on tensor cores, its operands rounded to the compute
+  // dtype and the sum accumulated and written in float32, as torch.autocast runs a linear layer (which rounds the
+  // output too; this keeps it). Inference under a 16-bit dtype stores its operands in that dtype and never meets it.
+  bool rounds_product(MatrixRef const& a, MatrixRef const& b, MatrixRef const& out) const {
+    return compute_dtype() != DType::kF32 && a.dtype == DType::kF32 && b.dtype == DType::kF32 &&
+           out.dtype == DType::kF32;
+  }
+
+  // Training (TrainingPolicy, training_op_args.hpp), float32 operands whatever the compute dtype (products as
+  // rounds_product says); defined in cuda_training_ops.hpp, which this header includes at its end.
   void linear_backward(LinearBackwardArgs const& l) const;
   void layer_norm_backward(LayerNormBackwardArgs const& n) const;
   void activation(ActivationArgs const& a) const;
@@ -313,6 +332,14 @@ class CudaPolicy {
   double sum_of_squares(float const* values, std::int64_t count) const;
 
  private:
+  // A float32 operand rounded to the compute dtype in a buffer of its own (rows 16-byte aligned for the tensor
+  // cores), freed to the stream-ordered cache once the product that reads it is enqueued.
+  struct RoundedOperand {
+    Buffer storage;
+    MatrixRef view;
+  };
+  RoundedOperand rounded(MatrixRef const& m) const;
+
   // Training's attention dropout and log-sum-exp run on the float32 kernels (eager and CUDA-core flash); the
   // launchers refuse them in 16-bit dtypes (attention_params.cuh).
   void attend(AttentionArgs const& a, cuda_kernels::ByDiffTables const& prepared) const {

@@ -36,23 +36,43 @@ inline MatrixRef f32_view(void const* data, std::int64_t first, std::int64_t row
 
 }  // namespace cuda_detail
 
+inline CudaPolicy::RoundedOperand CudaPolicy::rounded(MatrixRef const& m) const {
+  std::int64_t const ld = (m.cols + 7) / 8 * 8;
+  RoundedOperand r{allocate(m.rows * ld, compute_dtype()), {}};
+  r.view = {r.storage.data(), compute_dtype(), m.rows, m.cols, ld};
+  cuda_kernels::round_to(m, r.view, stream());
+  return r;
+}
+
 // dx (M, K) = dy (M, N) . w (N, K), then dw (N, K) += dy^T . x (M, K): two cuBLASLt products (dx first, as the host
-// backends); db += column sums of dy in float64.
+// backends), on 16-bit operands where rounds_product says; db += column sums of dy in float64.
 inline void CudaPolicy::linear_backward(LinearBackwardArgs const& l) const {
   require_linear_backward_args(l);
   std::int64_t const rows = l.dy.rows;     // M
   std::int64_t const outputs = l.dy.cols;  // N
   context_->activate();
   using Product = cuda_detail::CublasLtGemm::Product;
+  bool const round = rounds_product(l.dy, l.w, l.dy) && rows > 0 && outputs > 0;
+  RoundedOperand dy;
+  if (round) dy = rounded(l.dy);
+  MatrixRef const dy_operand = round ? dy.view : l.dy;
   if (!l.dx.empty()) {
     if (outputs > 0) {
-      context_->gemm->run(Product{.a = l.dy, .b = l.w, .out = l.dx, .beta = l.accumulate_dx ? 1.0f : 0.0f}, stream());
+      RoundedOperand w;
+      if (round) w = rounded(l.w);
+      context_->gemm->run(
+          Product{.a = dy_operand, .b = round ? w.view : l.w, .out = l.dx, .beta = l.accumulate_dx ? 1.0f : 0.0f},
+          stream());
     } else if (!l.accumulate_dx) {
       cuda_kernels::fill(l.dx, 0.0f, stream());  // an empty sum
     }
   }
-  if (!l.dw.empty() && rows > 0)
-    context_->gemm->run(Product{.a = l.dy, .transpose_a = true, .b = l.x, .out = l.dw, .beta = 1.0f}, stream());
+  if (!l.dw.empty() && rows > 0) {
+    RoundedOperand x;
+    if (round) x = rounded(l.x);
+    context_->gemm->run(
+        Product{.a = dy_operand, .transpose_a = true, .b = round ? x.view : l.x, .out = l.dw, .beta = 1.0f}, stream());
+  }
   if (l.db != nullptr) cuda_kernels::add_column_sums(l.dy, l.db, stream());
 }
 

@@ -1,4 +1,5 @@
-// The training ops' elementwise kernels: activation forward and backward, dropout, the AdamW update and fill. One
+// The training ops' elementwise kernels: activation forward and backward, dropout, the AdamW update, fill and the
+// rounding of float32 operands to 16 bits for mixed-precision products. One
 // thread per element (grid-stride), each reading its inputs before it writes, so an output may alias its input as
 // the contracts allow. The formulas are the host backends' (kokkos/ops/training_elementwise_ops.hpp) term for term.
 #pragma once
@@ -95,6 +96,15 @@ __global__ void fill_kernel(View out, std::int64_t count, float value) {
   for_each_element(count, [&](std::int64_t idx) { out.at(idx) = value; });
 }
 
+// out (rows, cols) with row stride out_ld = in rounded to T (round-to-nearest-even).
+template <class T>
+__global__ void round_kernel(View in, T* out, std::int64_t out_ld, std::int64_t count) {
+  for_each_element(count, [&](std::int64_t idx) {
+    std::int64_t const r = idx / in.cols;
+    out[r * out_ld + (idx - r * in.cols)] = from_float<T>(in.at(idx));
+  });
+}
+
 inline constexpr int kElementwiseThreads = 256;
 
 }  // namespace training
@@ -135,6 +145,23 @@ void adamw(AdamWArgs const& a, cudaStream_t stream) {
   training::
       adamw_kernel<<<grid_for(a.count, training::kElementwiseThreads), training::kElementwiseThreads, 0, stream>>>(
           a.weights, a.grads, a.exp_avg, a.exp_avg_sq, a.count, s);
+  FLASHDEBERTA_CUDA_CHECK_LAUNCH();
+}
+
+void round_to(MatrixRef const& in, MatrixRef const& out, cudaStream_t stream) {
+  FLASHDEBERTA_REQUIRE(in.dtype == DType::kF32 && (out.dtype == DType::kBF16 || out.dtype == DType::kF16) &&
+                           out.rows == in.rows && out.cols == in.cols,
+                       "round_to: a float32 ("
+                           << in.rows << ", " << in.cols << ") matrix rounds to a 16-bit one of its "
+                           << "shape, not " << dtype_name(in.dtype) << " to " << dtype_name(out.dtype) << " ("
+                           << out.rows << ", " << out.cols << ")");
+  std::int64_t const count = in.rows * in.cols;
+  if (count == 0) return;
+  dispatch_float_type(out.dtype, [&]<class T>() {
+    training::round_kernel<T>
+        <<<grid_for(count, training::kElementwiseThreads), training::kElementwiseThreads, 0, stream>>>(
+            training::view(in), static_cast<T*>(out.data), out.ld, count);
+  });
   FLASHDEBERTA_CUDA_CHECK_LAUNCH();
 }
 

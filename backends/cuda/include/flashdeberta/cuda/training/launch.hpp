@@ -29,6 +29,8 @@ void activation(ActivationArgs const& a, cudaStream_t stream);
 void dropout(DropoutArgs const& d, cudaStream_t stream);
 void adamw(AdamWArgs const& a, cudaStream_t stream);
 void fill(MatrixRef const& m, float value, cudaStream_t stream);
+// out (16-bit, in's shape, its own row stride) = in (float32) rounded to nearest even: a mixed-precision operand.
+void round_to(MatrixRef const& in, MatrixRef const& out, cudaStream_t stream);
 
 // training/scatter.cuh.
 //   first_index_out_of_range: *first = min(*first, the first token t with index[t] outside [0, rows)); the caller
