@@ -42,6 +42,8 @@ class TrainingArguments:
     seed: int = 42
     save_steps: int = 0
     logging_steps: int = 500
+    bf16: bool = False  # mixed precision on device="cuda": float32 master weights, bf16 products
+    fp16: bool = False  # the same in fp16, with dynamic loss scaling
 
 
 class TrainOutput(NamedTuple):
@@ -70,8 +72,8 @@ class Trainer:
     "answer_start": [...]}; long contexts cut into windows sharing `doc_stride` tokens). `labels` fixes the label
     set and its order; `on_log(dict)` receives each logging step's loss, learning rate, gradient norm and tokens per
     second. `device` is where it trains, as the models take it: "cpu" (HF's -1; `backend="kokkos"` for the Kokkos
-    backend) or "cuda" (0, "cuda:0"), in float32 on either; by default the device of a model object passed as
-    `model`, else "cpu"."""
+    backend) or "cuda" (0, "cuda:0"), in float32 on either, or in mixed precision on "cuda" with `args.bf16` /
+    `args.fp16` as in transformers; by default the device of a model object passed as `model`, else "cpu"."""
 
     def __init__(self, model, args: TrainingArguments, train_dataset, eval_dataset=None,
                  task: str = "text-classification", labels: Optional[List[str]] = None,
@@ -124,6 +126,12 @@ class Trainer:
 
     def _run(self, train_file, eval_file, resume_from_checkpoint):
         a = self.args
+        if a.bf16 and a.fp16:
+            raise ValueError("TrainingArguments: bf16 and fp16 are both set; choose one")
+        dtype = "bfloat16" if a.bf16 else "float16" if a.fp16 else "float32"
+        if dtype != "float32" and self.backend != "cuda":
+            raise ValueError("TrainingArguments: %s=True trains in mixed precision on device='cuda'; %s trains in "
+                             "float32" % ("bf16" if a.bf16 else "fp16", self.backend))
         return _native.train(
             task=self.task, model=self.model, train_file=train_file, eval_file=eval_file,
             output_dir=os.fspath(a.output_dir), num_train_epochs=float(a.num_train_epochs),
@@ -135,5 +143,5 @@ class Trainer:
             save_steps=int(a.save_steps), logging_steps=int(a.logging_steps), resume=bool(resume_from_checkpoint),
             labels=self.labels, problem_type=self.problem_type, label_all_tokens=self.label_all_tokens,
             mlm_probability=float(self.mlm_probability), doc_stride=int(self.doc_stride), threads=int(self.threads),
-            attention=self.attention, backend=self.backend,
+            attention=self.attention, backend=self.backend, dtype=dtype,
             on_log=self.on_log)

@@ -30,10 +30,11 @@ py::dict train(std::string const& task, std::string const& model, std::string co
                std::int64_t save_steps, std::int64_t logging_steps, bool resume,
                std::optional<std::vector<std::string>> const& labels, std::string const& problem_type,
                bool label_all_tokens, double mlm_probability, std::int64_t doc_stride, int threads,
-               std::string const& attention, std::string const& backend, py::object const& on_log) {
+               std::string const& attention, std::string const& backend, std::string const& dtype,
+               py::object const& on_log) {
   runtime::TrainerOptions o;
   o.task = runtime::parse_training_task(task);
-  o.runtime = runtime_options(model, backend, "float32", attention, threads, runtime::kMaxTokensLimit);
+  o.runtime = runtime_options(model, backend, dtype, attention, threads, runtime::kMaxTokensLimit);
   o.train_file = train_file;
   if (eval_file) o.eval_file = *eval_file;
   o.output = output_dir;
@@ -97,7 +98,7 @@ void bind_train(py::module_& m) {
         py::arg("warmup_ratio"), py::arg("lr_scheduler_type"), py::arg("max_grad_norm"), py::arg("save_steps"),
         py::arg("logging_steps"), py::arg("resume"), py::arg("labels"), py::arg("problem_type"),
         py::arg("label_all_tokens"), py::arg("mlm_probability"), py::arg("doc_stride"), py::arg("threads"),
-        py::arg("attention"), py::arg("backend") = "eigen", py::arg("on_log"));
+        py::arg("attention"), py::arg("backend") = "eigen", py::arg("dtype") = "float32", py::arg("on_log"));
 }
 
 }  // namespace flashdeberta::python

@@ -77,6 +77,32 @@ def test_trainer_trains_where_device_or_backend_says(tmp_path):
         flashdeberta.Trainer(model=TINY_EN, args=args, train_dataset=sentiment(4), device="tpu")
 
 
+def test_trainer_trains_in_mixed_precision_on_cuda_as_transformers_asks_for_it(tmp_path):
+    # bf16=True / fp16=True as in transformers: float32 master weights, 16-bit products; the host backends refuse it.
+    losses = {}
+    for name, flags in (("fp32", {}), ("bf16", {"bf16": True}), ("fp16", {"fp16": True})):
+        args = flashdeberta.TrainingArguments(output_dir=str(tmp_path / name), num_train_epochs=1,
+                                              per_device_train_batch_size=8, **flags)
+        trainer = flashdeberta.Trainer(model=TINY_EN, args=args, train_dataset=sentiment(16), max_length=32,
+                                       threads=2, device="cuda")
+        try:
+            losses[name] = trainer.train().training_loss
+        except ValueError as e:
+            if "no CUDA device" in str(e) or "has no CUDA backend" in str(e):
+                break
+            raise
+    for name in ("bf16", "fp16"):
+        if name in losses:
+            assert losses[name] == pytest.approx(losses["fp32"], abs=2e-2)
+    args = flashdeberta.TrainingArguments(output_dir=str(tmp_path / "cpu"), bf16=True)
+    with pytest.raises(ValueError, match="bf16=True trains in mixed precision on device='cuda'"):
+        flashdeberta.Trainer(model=TINY_EN, args=args, train_dataset=sentiment(4), device="cpu").train()
+    args = flashdeberta.TrainingArguments(output_dir=str(tmp_path / "both"), bf16=True, fp16=True)
+    with pytest.raises(ValueError, match="bf16 and fp16 are both set"):
+        flashdeberta.Trainer(model=TINY_EN, args=args, train_dataset=sentiment(4), device="cuda").train()
+    assert not (tmp_path / "cpu").exists()
+
+
 def test_trainer_refuses_bad_items_naming_them(tmp_path):
     items = sentiment(4) + [{"text": "no label here"}]
     args = flashdeberta.TrainingArguments(output_dir=str(tmp_path / "out"), num_train_epochs=1)
