@@ -66,14 +66,7 @@ __global__ void __launch_bounds__(EagerTraits::kThreads) eager_attention_kernel(
     scores[j] = content;
     local_max = fmaxf(local_max, content);
   }
-  float const row_max = block_max(local_max, scratch);
-  float local_sum = 0.0f;
-  for (int j = threadIdx.x; j < length; j += blockDim.x) {
-    float const e = expf(scores[j] - row_max);
-    scores[j] = e;
-    local_sum += e;
-  }
-  float const row_sum = block_sum(local_sum, scratch);
+  auto const [row_max, row_sum] = row_exponents(scores, length, local_max, scratch);
   if (p.lse != nullptr && threadIdx.x == 0) p.lse[h * p.total_tokens + first + i] = row_max + logf(row_sum);
   // Training's dropout masks the normalized probabilities (the lse stays the undropped softmax's).
   bool const dropped = p.dropout > 0.0f;

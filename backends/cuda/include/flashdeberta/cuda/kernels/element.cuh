@@ -89,6 +89,24 @@ __device__ __forceinline__ float block_reduce(float v, float* scratch) {
 __device__ __forceinline__ float block_sum(float v, float* scratch) { return block_reduce<false>(v, scratch); }
 __device__ __forceinline__ float block_max(float v, float* scratch) { return block_reduce<true>(v, scratch); }
 
+// A block's row of `length` scores (each thread its own j's, strided by blockDim.x, `local_max` the max of them)
+// replaced by exp(score - row max), as a softmax's numerators: the eager attention forward and its backward
+// recompute the same row alike. Returns the row's max and the sum of the exponentials.
+struct RowExponents {
+  float max;
+  float sum;
+};
+__device__ __forceinline__ RowExponents row_exponents(float* row, int length, float local_max, float* scratch) {
+  float const row_max = block_max(local_max, scratch);
+  float local_sum = 0.0f;
+  for (int j = threadIdx.x; j < length; j += blockDim.x) {
+    float const e = expf(row[j] - row_max);
+    row[j] = e;
+    local_sum += e;
+  }
+  return {row_max, block_sum(local_sum, scratch)};
+}
+
 // Grid size for grid-stride loops over n items of `threads` each: enough blocks to fill the device.
 inline unsigned grid_for(std::int64_t n, int threads, int max_blocks = 8192) {
   std::int64_t const blocks = (n + threads - 1) / threads;

@@ -49,14 +49,7 @@ __global__ void __launch_bounds__(kEagerBackwardThreads) eager_backward_rows_ker
     row[j] = s;
     local_max = fmaxf(local_max, s);
   }
-  float const row_max = block_max(local_max, scratch);
-  float local_sum = 0.0f;
-  for (int j = threadIdx.x; j < length; j += blockDim.x) {
-    float const e = expf(row[j] - row_max);
-    row[j] = e;
-    local_sum += e;
-  }
-  float const row_sum = block_sum(local_sum, scratch);
+  float const row_sum = row_exponents(row, length, local_max, scratch).sum;
   double part = 0.0;  // D = dO . O in float64, rounded once
   for (int c = threadIdx.x; c < d; c += blockDim.x)
     part += static_cast<double>(b.d_o(ti, h, c)) * static_cast<double>(b.o(ti, h, c));
