@@ -97,6 +97,49 @@ TEST_CASE("cuda training: attention backward against the float64 reference") {
   fd::attention_tests::run_attention_backward_cases(policy(), {8, 32, 64, 100});
 }
 
+// The flash backward with bf16 / fp16 products (CudaPolicy's tensor-core passes, training/attention_backward_mma.cuh)
+// on the float32 tape, against the float64 reference: head sizes 32, 48, 64 and 80 (the float32 kernels: above 64),
+// packed batches with holes, each set of position terms, short windows (saturated tiles), dropout 0.1 and 0.5. Bound:
+// 20 unit roundoffs u of the product type (bf16 2^-9, fp16 2^-12) of each tensor's largest magnitude. Each gradient
+// sums products of two operands rounded to the type (2u each), one of which (P or dS) already carries the error of a
+// product of rounded operands (S, dP: about 2u of the row's scale, amplified in dS by the cancellation in dP - D); the
+// largest error over thousands of elements is a few standard deviations of that, about 10u. Flash runs the tensor-core
+// passes with and without the forward's lse (they form their own); eager attention runs the float32 kernels and
+// passes far inside it.
+TEST_CASE("cuda training: attention backward with 16-bit products against the float64 reference") {
+  for (fd::DType dtype : {fd::DType::kBF16, fd::DType::kF16}) {
+    Policy const p(fd::CudaOptions{.dtype = dtype});
+    double const bound = 20.0 * (dtype == fd::DType::kBF16 ? 0x1p-9 : 0x1p-12);
+    INFO(std::string(fd::dtype_name(dtype)), " products, bound ", bound);
+    fd::attention_tests::run_attention_backward_cases(p, {32, 48, 64, 80}, bound);
+    fd::attention_tests::run_attention_dropout_cases(p, bound);
+  }
+}
+
+// A bf16 policy's flash backward runs the tensor-core passes at head size 64, with or without the forward's lse, so
+// its gradients differ from the float32 policy's; the passes form their own lse, so the forward's changes no bit. At
+// 80 it runs the float32 kernels: the float32 policy's bits (bf16 needs sm_80, as the passes do).
+TEST_CASE("cuda training: the 16-bit flash backward falls back to the float32 kernels above head size 64") {
+  for (std::int64_t d : {64, 80}) {
+    std::vector<std::vector<float>> mixed;
+    for (bool use_lse : {false, true}) {
+      Spec s;
+      s.lengths = {130, 37};
+      s.head_size = d;
+      s.holes = true;
+      AttentionCase<Policy> f32(policy(), s);
+      AttentionCase<Policy> bf16(Policy(fd::CudaOptions{.dtype = fd::DType::kBF16}), s);
+      f32.run(fd::AttentionImpl::kFlash, use_lse);
+      bf16.run(fd::AttentionImpl::kFlash, use_lse);
+      mixed.push_back(tt::download(bf16.policy, bf16.dqkv_d));
+      INFO("head size ", d, use_lse ? " with" : " without", " the forward's lse");
+      CHECK((tt::download(f32.policy, f32.dqkv_d) == mixed.back()) == (d > 64));
+    }
+    INFO("head size ", d);
+    if (d <= 64) CHECK(mixed[0] == mixed[1]);
+  }
+}
+
 TEST_CASE("cuda training: attention dropout against the float64 reference at p = 0.1 and 0.5") {
   fd::attention_tests::run_attention_dropout_cases(policy());
 }

@@ -1,9 +1,10 @@
 // The attention backward's cases every training policy runs (tests/train/test_training_kokkos.cpp,
 // tests/cuda/test_training_cuda.cpp): one problem's inputs on the host, for the float64 reference of
 // attention_backward_reference.hpp, and in the policy's memory; the forward and the backward of eager and flash
-// attention (flash with and without the forward's log-sum-exp) against it at 1e-5 of each tensor's largest value,
-// over head sizes, packed batches with holes, each set of position terms, short windows and dropout; the forwards'
-// log-sum-exp; bit-identical reruns; and the refusals of bad gradient shapes and dtypes by name.
+// attention (flash with and without the forward's log-sum-exp) against it at 1e-5 of each tensor's largest value (or
+// a bound the caller passes, for 16-bit products), over head sizes, packed batches with holes, each set of position
+// terms, short windows and dropout; the forwards' log-sum-exp; bit-identical reruns; and the refusals of bad gradient
+// shapes and dtypes by name.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -117,9 +118,11 @@ struct AttentionCase : Inputs {
 };
 
 // The forward and the backward of `impl` (flash: with and without the forward's lse) against the reference, at
-// 1e-5 of each tensor's largest value, as test_attention_backward_eigen.cpp.
+// `bound` of each tensor's largest value: 1e-5 for float32 products, as test_attention_backward_eigen.cpp; a policy
+// with 16-bit products passes its own bound (tests/cuda/test_training_cuda.cpp says how it is chosen).
 template <TrainingPolicy Policy>
-void check_attention_cases(Policy const& policy, std::vector<Spec> const& specs, char const* what) {
+void check_attention_cases(Policy const& policy, std::vector<Spec> const& specs, char const* what,
+                           double bound = 1e-5) {
   for (fd::AttentionImpl impl : {fd::AttentionImpl::kEager, fd::AttentionImpl::kFlash}) {
     Errors worst;
     for (Spec const& spec : specs) {
@@ -139,7 +142,7 @@ void check_attention_cases(Policy const& policy, std::vector<Spec> const& specs,
         if (spec.p2c) e.dpos_query = relative_error(dpos_query, want.dpos_query);
         INFO(spec.name(), impl == fd::AttentionImpl::kEager ? " eager" : " flash", use_lse ? " lse" : "", ": ",
              e.text());
-        CHECK(e.worst() < 1e-5);
+        CHECK(e.worst() < bound);
         auto const untouched = [](Doubles const& table) {  // a table the forward did not have gets no gradient
           return std::all_of(table.begin(), table.end(), [](double x) { return x == 0.0; });
         };
@@ -154,9 +157,10 @@ void check_attention_cases(Policy const& policy, std::vector<Spec> const& specs,
 }
 
 // Head sizes (the CUDA kernels pad 8 to 64 to their 32- and 64-wide instantiations, and 100 to the 128-wide one),
-// packed batches with holes and every set of position terms, short windows.
+// packed batches with holes and every set of position terms, short windows; at `bound` (check_attention_cases).
 template <TrainingPolicy Policy>
-void run_attention_backward_cases(Policy const& policy, std::vector<std::int64_t> const& head_sizes) {
+void run_attention_backward_cases(Policy const& policy, std::vector<std::int64_t> const& head_sizes,
+                                  double bound = 1e-5) {
   std::vector<Spec> sizes;
   std::uint32_t seed = 10;
   for (std::int64_t d : head_sizes) {
@@ -168,10 +172,10 @@ void run_attention_backward_cases(Policy const& policy, std::vector<std::int64_t
       sizes.push_back(s);
     }
   }
-  check_attention_cases(policy, sizes, "head sizes x lengths");
+  check_attention_cases(policy, sizes, "head sizes x lengths", bound);
   std::vector<Spec> const packed = packed_position_term_specs(seed);
   seed += static_cast<std::uint32_t>(packed.size());
-  check_attention_cases(policy, packed, "packed, holes, interleaved, each set of position terms");
+  check_attention_cases(policy, packed, "packed, holes, interleaved, each set of position terms", bound);
   std::vector<Spec> short_window;
   for (bool holes : {false, true}) {
     Spec s;
@@ -184,12 +188,13 @@ void run_attention_backward_cases(Policy const& policy, std::vector<std::int64_t
     s.seed = seed++;
     short_window.push_back(s);
   }
-  check_attention_cases(policy, short_window, "short window");
+  check_attention_cases(policy, short_window, "short window", bound);
 }
 
-// Dropout on the probabilities (AttentionArgs::dropout): the reference draws the documented mask itself.
+// Dropout on the probabilities (AttentionArgs::dropout): the reference draws the documented mask itself. At `bound`
+// (check_attention_cases).
 template <TrainingPolicy Policy>
-void run_attention_dropout_cases(Policy const& policy) {
+void run_attention_dropout_cases(Policy const& policy, double bound = 1e-5) {
   std::vector<Spec> specs;
   std::uint32_t seed = 100;
   for (float dropout : {0.1f, 0.5f}) {
@@ -215,7 +220,7 @@ void run_attention_dropout_cases(Policy const& policy) {
     c2p_only.seed = seed++;
     specs.push_back(c2p_only);
   }
-  check_attention_cases(policy, specs, "dropout");
+  check_attention_cases(policy, specs, "dropout", bound);
 }
 
 // The forward's log-sum-exp output, and the same `out` with or without it.

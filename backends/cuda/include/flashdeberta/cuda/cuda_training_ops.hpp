@@ -185,7 +185,8 @@ inline void CudaPolicy::conv1d_backward(Conv1dBackwardArgs const& c) const {
 
 // The kernels of training/attention_backward_*.cuh around cuBLASLt products, per head h (s = 1 / scale):
 //   c2p_all[:, h] (T, 2k) = q_h . Kr_h^T and p2c_all[:, h] = k_h . Qr_h^T, the pairs' position terms;
-//   the kernels: dQ, dK, dV's content terms written, the bands s Gc2p and s Gp2c (T, heads, 2k) formed;
+//   the kernels: dQ, dK, dV's content terms written, the bands s Gc2p and s Gp2c (T, heads, 2k) formed
+//     (flash with a bf16 / fp16 compute dtype: their five products on tensor cores, operands rounded to it);
 //   dq_h += band_c2p_h . Kr_h,  dk_h += band_p2c_h . Qr_h,  dKr_h += band_c2p_h^T . q_h,  dQr_h += band_p2c_h^T . k_h.
 // Memory beyond the gradients: four (T, heads, 2k) tables (linear in T); flash (heads, T) D and lse, eager two
 // (heads, L, L) tiles of the sequence at hand.
@@ -255,10 +256,13 @@ inline void CudaPolicy::disentangled_attention_backward(AttentionBackwardArgs co
     buffers.ds = buffers.probabilities + heads * max_len * max_len;
     cuda_kernels::attention_backward_eager(g, buffers, context_->limits, stream());
   } else {
-    Buffer const rows = allocate((g.lse == nullptr ? 2 : 1) * heads * tokens, DType::kF32);
+    // D and lse, (heads, T) each. lse always: the tensor-core passes write their own even where the forward's is
+    // given, and whether they run is the kernels' call (attention_backward_mma.cuh); heads T floats, small beside the
+    // bands.
+    Buffer const rows = allocate(2 * heads * tokens, DType::kF32);
     buffers.row_dot = rows.as<float>();
-    if (g.lse == nullptr) buffers.lse = buffers.row_dot + heads * tokens;
-    cuda_kernels::attention_backward_flash(g, buffers, context_->limits, stream());
+    buffers.lse = buffers.row_dot + heads * tokens;
+    cuda_kernels::attention_backward_flash(g, buffers, context_->limits, compute_dtype(), stream());
   }
   for (std::int64_t h = 0; h < heads; ++h) {
     if (c2p) {

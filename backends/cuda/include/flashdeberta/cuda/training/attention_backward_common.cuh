@@ -32,8 +32,8 @@ struct BackwardParams {
   float* dv;
   std::int64_t dq_ld, dk_ld, dv_ld;
   AttentionBackwardBuffers buffers;
-  float const* lse;  // (heads, T): the forward's, or buffers.lse once the row pass wrote it
-  bool compute_lse;  // the flash row pass writes buffers.lse in a first sweep
+  float const* lse;  // (heads, T), the float32 kernels': the forward's, or buffers.lse once their row pass wrote it
+  bool compute_lse;  // the float32 row pass writes buffers.lse in a first sweep (the tensor-core one always does)
   int heads;
   int span2;  // 2k rows of the relative tables; 0 without position terms
 

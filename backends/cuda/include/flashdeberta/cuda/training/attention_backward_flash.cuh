@@ -9,14 +9,18 @@
 // Thread layout as the forward (flash_fwd_kernel.cuh): each warp owns 8 rows of the CTA's block for the whole
 // sweep, lane j is column j of a step's tile; the accumulators stay in registers (lane owns columns lane + 32 c).
 // S is formed as the host backends form it, (q . k + c2p + p2c) / scale, from the projected tables.
+// The launcher at the bottom runs the tensor-core passes of attention_backward_mma.cuh instead where the policy's
+// products are bf16 or fp16 (mma_backward_applies: sm_80+, head sizes up to 64).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "flashdeberta/cuda/training/attention_backward_common.cuh"
+#include "flashdeberta/cuda/training/attention_backward_mma.cuh"
 
 namespace flashdeberta::cuda_kernels::training {
 
@@ -328,27 +332,38 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_columns_kernel(Ba
 
 namespace flashdeberta::cuda_kernels {
 
+// The flash backward's one run-time -> compile-time dispatch: the products' type (bf16 or fp16 on the tensor-core
+// passes of attention_backward_mma.cuh where mma_backward_applies, else float32) and, in float32, the padded head size.
 void attention_backward_flash(AttentionBackwardArgs const& g, AttentionBackwardBuffers const& buffers,
-                              DeviceLimits const& limits, cudaStream_t stream) {
+                              DeviceLimits const& limits, DType products, cudaStream_t stream) {
   AttentionArgs const& a = g.forward;
+  FLASHDEBERTA_REQUIRE(products == DType::kF32 || products == DType::kBF16 || products == DType::kF16,
+                       "the flash attention backward takes F32, BF16 or F16 products, not " << dtype_name(products));
   if (a.sequences.batch == 0 || a.sequences.max_seqlen == 0 || a.sequences.total_tokens == 0) return;
   training::BackwardParams const params = training::backward_params(g, buffers);
-  dispatch_head_size(a.head_size, [&]<int D>() {
-    using Traits = training::FlashBackwardTraits<D>;
-    FLASHDEBERTA_REQUIRE(Traits::is_valid(limits.max_smem_per_block), "the flash attention backward for head size "
-                                                                          << D << " needs " << Traits::kSmemBytes
-                                                                          << " bytes of shared memory; the device has "
-                                                                          << limits.max_smem_per_block);
-    dim3 const grid = attention_grid(a, Traits::kOwned);
-    auto* const rows = training::flash_backward_rows_kernel<Traits>;
-    training::allow_shared_memory(rows, Traits::kSmemBytes);
-    rows<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
-    FLASHDEBERTA_CUDA_CHECK_LAUNCH();
-    // The column pass reads the lse and D the row pass wrote: stream order separates them.
-    auto* const columns = training::flash_backward_columns_kernel<Traits>;
-    training::allow_shared_memory(columns, Traits::kSmemBytes);
-    columns<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
-    FLASHDEBERTA_CUDA_CHECK_LAUNCH();
+  DType const runs = training::mma_backward_applies(g, limits, products) ? products : DType::kF32;
+  dispatch_float_type(runs, [&]<class T>() {
+    if constexpr (!std::is_same_v<T, float>) {
+      training::launch_mma_backward<T>(a, params, limits, stream);
+    } else {
+      dispatch_head_size(a.head_size, [&]<int D>() {
+        using Traits = training::FlashBackwardTraits<D>;
+        FLASHDEBERTA_REQUIRE(Traits::is_valid(limits.max_smem_per_block),
+                             "the flash attention backward for head size " << D << " needs " << Traits::kSmemBytes
+                                                                           << " bytes of shared memory; the device has "
+                                                                           << limits.max_smem_per_block);
+        dim3 const grid = attention_grid(a, Traits::kOwned);
+        auto* const rows = training::flash_backward_rows_kernel<Traits>;
+        training::allow_shared_memory(rows, Traits::kSmemBytes);
+        rows<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
+        FLASHDEBERTA_CUDA_CHECK_LAUNCH();
+        // The column pass reads the lse and D the row pass wrote: stream order separates them.
+        auto* const columns = training::flash_backward_columns_kernel<Traits>;
+        training::allow_shared_memory(columns, Traits::kSmemBytes);
+        columns<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
+        FLASHDEBERTA_CUDA_CHECK_LAUNCH();
+      });
+    }
   });
 }
 

@@ -53,17 +53,21 @@ struct AttentionBackwardBuffers {
   float const* p2c_all = nullptr;  // (T, heads, 2k) k . Qr^T, unscaled; null without p2c
   float* band_c2p = nullptr;       // (T, heads, 2k), zeroed: Gc2p / scale, the row of query t
   float* band_p2c = nullptr;       // (T, heads, 2k), zeroed: Gp2c / scale, the row of key t
-  float* row_dot = nullptr;        // flash: (heads, T) D = dO . O of each row
-  float* lse = nullptr;            // flash without AttentionBackwardArgs::lse: (heads, T), written by the row pass
+  // flash, (heads, T) each, written by the row pass: D of each row (dO . O in float32, sum_j P M dP on tensor
+  // cores) and its lse (the tensor-core passes always, the float32 ones without AttentionBackwardArgs::lse).
+  float* row_dot = nullptr;
+  float* lse = nullptr;
   float* probabilities = nullptr;  // eager: (heads, L, L) P * M of one sequence at a time
   float* ds = nullptr;             // eager: (heads, L, L) dS / scale of one sequence at a time
 };
 
 // dq, dk, dv written (their content terms: the bands' products with the tables are the caller's GEMMs), the bands
-// accumulated. The forward's operands are float32.
+// accumulated. The forward's operands are float32. flash: `products` is the policy's compute dtype; BF16 or F16 run
+// the five products on tensor cores with operands rounded to it (training/attention_backward_mma.cuh: sm_80+, head
+// sizes up to 64), anything else the float32 kernels.
 void attention_backward_eager(AttentionBackwardArgs const& g, AttentionBackwardBuffers const& buffers,
                               DeviceLimits const& limits, cudaStream_t stream);
 void attention_backward_flash(AttentionBackwardArgs const& g, AttentionBackwardBuffers const& buffers,
-                              DeviceLimits const& limits, cudaStream_t stream);
+                              DeviceLimits const& limits, DType products, cudaStream_t stream);
 
 }  // namespace flashdeberta::cuda_kernels

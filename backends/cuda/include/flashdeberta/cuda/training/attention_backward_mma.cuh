@@ -1,0 +1,82 @@
+// Flash disentangled-attention backward on tensor cores, for training in mixed precision: the float32 flash backward
+// (attention_backward_flash.cuh) with its five products, S = q k^T and dP = dO v^T (recomputed in both passes),
+// dQ += dS k, dV += (P M)^T dO and dK += dS^T q, on mma.sync m16n8k16 with operands rounded to the policy's compute
+// dtype T (bf16 or fp16) and fp32 accumulation. Everything else stays float32 as in the float32 kernels: the operands
+// in global memory (the training tape), the position terms, exp, the dropout mask, the softmax statistics, the bands
+// and the gradients written. So the rounding is exactly: q, k, v, dO to T as staged into shared memory (once per tile),
+// and P M and dS / scale to T as A operands of the gradient products; S and dP leave the tensor cores in float32.
+//
+// The backward forms its own softmax statistics from these rounded products instead of taking the float32 forward's:
+// lse_i = log sum_j exp(S_ij) and D_i = sum_j P_ij M_ij dP_ij. With the forward's lse and D = dO . O, the recomputed
+// rows of P (from rounded q and k) would not sum to one and D would not match them, so the rows of dS = P (dP M - D)
+// would not sum to zero. Gradients that are such cancellations (a key bias's, sum_i q_i sum_j dS_ij, zero by the
+// softmax's shift invariance) would then carry that mismatch, well above the mixed-precision reference's error;
+// autocast's softmax backward is self-consistent in the same way (its D is sum(P dP) of its own P). The cost: a first
+// sweep of the row pass over the keys with two products per key tile (S and dP), so nine products per pair of tiles
+// where the forward's statistics would need seven; the forward's lse and O are not read.
+//
+// Two passes with one writer per gradient row, as the float32 kernels: rows (attention_backward_mma_rows.cuh) writes
+// lse and D (buffers.lse, buffers.row_dot), dQ's content term and the c2p bands; columns
+// (attention_backward_mma_columns.cuh) reads lse and D and writes dK's and dV's content terms and the p2c bands.
+// Conventions are the float32 kernels': S = (q . k + c2p + p2c) / scale with the tables unscaled, P = exp(S - lse)
+// with a natural-log lse, the products and the bands take dS / scale (so dq = (1 / scale) dS k, the bands
+// Gc2p / scale and Gp2c / scale as the caller's GEMMs expect), dv = (P M)^T dO; dq, dk, dv written, the bands added
+// into the caller's zeroed buffers. MmaBackwardTraits (attention_backward_mma_common.cuh) holds the tiles and the
+// shared-memory plan; mma_backward_applies says when the launcher takes this path.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "flashdeberta/cuda/attention/attention_params.cuh"
+#include "flashdeberta/cuda/training/attention_backward_common.cuh"
+#include "flashdeberta/cuda/training/attention_backward_mma_columns.cuh"
+#include "flashdeberta/cuda/training/attention_backward_mma_common.cuh"
+#include "flashdeberta/cuda/training/attention_backward_mma_rows.cuh"
+
+namespace flashdeberta::cuda_kernels::training {
+
+// The tensor-core passes' preconditions: 16-bit products asked for (the policy's compute dtype), sm_80+ code (the
+// device's, not older PTX: the kernels are compiled out below sm_80), head sizes up to 64 (zero-padded) and room for
+// the shared-memory plan; with or without the forward's lse (unused: the row pass forms its own into buffers.lse,
+// which the caller therefore always provides). Else the float32 kernels.
+inline bool mma_backward_applies(AttentionBackwardArgs const& g, DeviceLimits const& limits, DType products) {
+  return (products == DType::kBF16 || products == DType::kF16) && limits.compute_capability >= 80 &&
+         g.forward.head_size <= 64 && MmaBackwardTraits<__half>::is_valid(limits.max_smem_per_block);
+}
+
+// Which operands the staging may read as float4: 16-byte aligned data, row strides and head offsets.
+inline MmaBackwardLoads mma_backward_loads(BackwardParams const& b) {
+  auto const vector = [](void const* data, std::int64_t ld, std::int64_t head_offset) {
+    return reinterpret_cast<std::uintptr_t>(data) % 16 == 0 && ld % 4 == 0 && head_offset % 4 == 0;
+  };
+  return {vector(b.p.q, b.p.q_ld, b.p.head_stride), vector(b.p.k, b.p.k_ld, b.p.head_stride),
+          vector(b.p.v, b.p.v_ld, b.p.head_stride), vector(b.dout, b.dout_ld, b.p.head_size)};
+}
+
+// The two passes with products in T; the column pass reads the lse and D the row pass wrote: stream order separates
+// them.
+template <class T>
+void launch_mma_backward(AttentionArgs const& a, BackwardParams const& params, DeviceLimits const& limits,
+                         cudaStream_t stream) {
+  using Traits = MmaBackwardTraits<T>;
+  FLASHDEBERTA_REQUIRE(Traits::is_valid(limits.max_smem_per_block), "the tensor-core attention backward needs "
+                                                                        << Traits::kSmemBytes
+                                                                        << " bytes of shared memory; the device has "
+                                                                        << limits.max_smem_per_block);
+  FLASHDEBERTA_REQUIRE(params.buffers.lse != nullptr && params.buffers.row_dot != nullptr,
+                       "the tensor-core attention backward needs the (heads, T) lse and D buffers");
+  MmaBackwardLoads const loads = mma_backward_loads(params);
+  dim3 const grid = attention_grid(a, Traits::kBlockOwned);
+  auto* const rows = mma_backward_rows_kernel<Traits>;
+  allow_shared_memory(rows, Traits::kSmemBytes);
+  rows<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(params, loads);
+  FLASHDEBERTA_CUDA_CHECK_LAUNCH();
+  auto* const columns = mma_backward_columns_kernel<Traits>;
+  allow_shared_memory(columns, Traits::kSmemBytes);
+  columns<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(params, loads);
+  FLASHDEBERTA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace flashdeberta::cuda_kernels::training
