@@ -8,9 +8,11 @@
 // update; fenced), tokens/s, and peak_MiB: the device memory in use at the step's peak beyond what was in use before
 // it (the weights, their gradients and AdamW's moments), from CudaPolicy's allocator.
 //   bench_training_gpu [--shapes=32x512,8x2048,1x8192] [--steps=3] [--attention=flash|eager] [--dtype=fp32|bf16|fp16]
-//                      [Google Benchmark flags]
+//                      [--profile] [Google Benchmark flags]
 // --dtype bf16 / fp16: mixed precision as `flashdeberta train --dtype` runs it (float32 master weights and
-// activations, 16-bit products; fp16 with the dynamic loss scale).
+// activations, 16-bit products; fp16 with the dynamic loss scale). --profile runs the step through
+// ProfilingPolicy<CudaPolicy> (every operation fenced) and adds <op>_ms counters: milliseconds per step in each kind of
+// operation (linear_backward, attention_backward, adamw, ...), where the step's time goes.
 // The shapes (32 x 512, 8 x 2048, 1 x 8192) by default; 1 x 16384 and 1 x 32768 show the memory growing
 // linearly with L. Without a CUDA device each benchmark reports "no CUDA device" and times nothing.
 #include <benchmark/benchmark.h>
@@ -23,12 +25,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "../bench_shapes.hpp"
 #include "../random_checkpoint.hpp"
 #include "flashdeberta/cuda/cuda_policy.hpp"
 #include "flashdeberta/io/config_json.hpp"
+#include "flashdeberta/policy/profiling_policy.hpp"
 #include "flashdeberta/train/loss_scale.hpp"
 #include "flashdeberta/train/optimizer.hpp"
 #include "flashdeberta/train/training_model.hpp"
@@ -36,13 +40,14 @@
 namespace flashdeberta::bench {
 namespace {
 
-using Model = TrainingModel<V3, CudaPolicy>;
 using Clock = std::chrono::steady_clock;
+using Profiled = ProfilingPolicy<CudaPolicy>;
 
 struct Settings {
   std::int64_t steps = 3;
   AttentionImpl attention = AttentionImpl::kFlash;
   DType dtype = DType::kF32;
+  bool profile = false;  // --profile: the step through ProfilingPolicy, milliseconds per kind of operation
   std::vector<Shape> shapes{{32, 512}, {8, 2048}, {1, 8192}};
 };
 
@@ -56,25 +61,31 @@ bool have_gpu() {
   return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
 }
 
-// The model and its optimizer, made on first use: deberta-v3-base's config.json as random_checkpoint.hpp writes
-// it, every parameter from the initializer (no 740 MB file to write and upload).
+CudaPolicy const& cuda_of(CudaPolicy const& p) { return p; }
+CudaPolicy const& cuda_of(Profiled const& p) { return p.inner(); }
+
+// The model and its optimizer on policy P (CudaPolicy, or ProfilingPolicy over it), made on first use:
+// deberta-v3-base's config.json as random_checkpoint.hpp writes it, every parameter from the initializer (no 740 MB
+// file to write and upload).
+template <class P>
 struct Trainer {
-  CudaPolicy policy{CudaOptions{.dtype = settings().dtype}};
-  std::unique_ptr<Model> model;
-  AdamW<CudaPolicy> optimizer{
+  P policy{CudaPolicy{CudaOptions{.dtype = settings().dtype}}};
+  std::unique_ptr<TrainingModel<V3, P>> model;
+  AdamW<P> optimizer{
       {.learning_rate = 5e-5, .weight_decay = 0.01, .max_grad_norm = 1.0, .schedule = LearningRateSchedule::kConstant}};
   std::optional<DynamicLossScale> loss_scale =
       settings().dtype == DType::kF16 ? std::optional<DynamicLossScale>(std::in_place) : std::nullopt;
 };
 
-Trainer& trainer() {
-  static Trainer t;
+template <class P>
+Trainer<P>& trainer() {
+  static Trainer<P> t;
   if (!t.model) {
     ModelConfig config = parse_model_config(RandomCheckpointSpec::v3_base().config_json().dump(), "deberta-v3-base");
     TrainingModelOptions const options{.head = HeadKind::kSequenceClassification,
                                        .problem = ProblemType::kSingleLabel,
                                        .attention = settings().attention};
-    t.model = std::make_unique<Model>(t.policy, std::move(config), nullptr, options);
+    t.model = std::make_unique<TrainingModel<V3, P>>(t.policy, std::move(config), nullptr, options);
   }
   return t;
 }
@@ -88,7 +99,8 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 }
 
 // One step; the loss's download fences the forward and backward, cudaDeviceSynchronize the optimizer.
-double train_step(Trainer& t, Batch const& batch, TrainingTargets const& targets, Phases& phases) {
+template <class P>
+double train_step(Trainer<P>& t, Batch const& batch, TrainingTargets const& targets, Phases& phases) {
   auto const start = Clock::now();
   t.model->parameters().zero_grads();
   TrainingLoss const loss =
@@ -102,19 +114,22 @@ double train_step(Trainer& t, Batch const& batch, TrainingTargets const& targets
   return loss.loss;
 }
 
+template <class P>
 void training_step(benchmark::State& state, Shape s) {
   if (!have_gpu()) {
     state.SkipWithError("no CUDA device");
     return;
   }
-  Trainer& t = trainer();
+  Trainer<P>& t = trainer<P>();
+  CudaPolicy const& cuda = cuda_of(t.policy);
   Batch const batch = random_batch(s, t.model->config().vocab_size);
   TrainingTargets targets;
   for (std::int64_t b = 0; b < s.batch; ++b) targets.classes.push_back(b % 2);
   Phases warm_up;
   (void)train_step(t, batch, targets, warm_up);  // AdamW's moments, the allocator's bins, cuBLASLt's heuristics
-  std::size_t const before = t.policy.memory_stats().in_use_bytes;
-  t.policy.reset_peak_memory();
+  std::size_t const before = cuda.memory_stats().in_use_bytes;
+  cuda.reset_peak_memory();
+  if constexpr (std::is_same_v<P, Profiled>) t.policy.reset();
   Phases phases;
   double loss = 0.0;
   for (auto _ : state) {
@@ -126,10 +141,19 @@ void training_step(benchmark::State& state, Shape s) {
   state.counters["adamw_ms"] = 1e3 * phases.optimizer / steps;
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(s.batch * s.length) * steps, benchmark::Counter::kIsRate);
-  std::size_t const peak = t.policy.memory_stats().peak_in_use_bytes;
+  std::size_t const peak = cuda.memory_stats().peak_in_use_bytes;
   state.counters["peak_MiB"] = static_cast<double>(peak - std::min(peak, before)) / (1024.0 * 1024.0);
   state.counters["weights_MiB"] = static_cast<double>(before) / (1024.0 * 1024.0);
   state.counters["loss"] = loss;
+  if constexpr (std::is_same_v<P, Profiled>) {  // each operation fenced: the step is slower than the plain one
+    ProfileReport const report = t.policy.report();
+    for (std::size_t k = 0; k < kProfiledOpCount; ++k) {
+      auto const op = static_cast<ProfiledOp>(k);
+      if (report[op].calls > 0)
+        state.counters[std::string(profiled_op_name(op)) + "_ms"] = 1e3 * report[op].seconds / steps;
+    }
+    state.counters["ops_ms"] = 1e3 * report.total_seconds() / steps;
+  }
 }
 
 char const* dtype_label(DType d) { return d == DType::kBF16 ? "bf16" : d == DType::kF16 ? "fp16" : "fp32"; }
@@ -145,7 +169,8 @@ void register_benchmarks() {
   for (Shape s : settings().shapes) {
     std::string const label = std::string("training/cuda/v3-base/") + dtype_label(settings().dtype) + "/" +
                               (settings().attention == AttentionImpl::kEager ? "eager/" : "flash/") + shape_name(s);
-    benchmark::RegisterBenchmark(label.c_str(), training_step, s)
+    auto* const run = settings().profile ? training_step<Profiled> : training_step<CudaPolicy>;
+    benchmark::RegisterBenchmark((settings().profile ? label + "/profile" : label).c_str(), run, s)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->Iterations(settings().steps);
@@ -167,6 +192,8 @@ int main(int argc, char** argv) {
         s.steps = std::max<std::int64_t>(1, std::atoll(v.c_str()));
       } else if (take_flag(arg, "--attention=", v)) {
         s.attention = v == "eager" ? flashdeberta::AttentionImpl::kEager : flashdeberta::AttentionImpl::kFlash;
+      } else if (arg == "--profile") {
+        s.profile = true;
       } else if (take_flag(arg, "--dtype=", v)) {
         s.dtype = parse_dtype(v);
       } else if (take_flag(arg, "--shapes=", v)) {

@@ -1,15 +1,22 @@
-// ProfilingPolicy<EigenPolicy>: forwards every operation unchanged and counts calls and time per kind.
+// ProfilingPolicy<EigenPolicy>: forwards every operation unchanged and counts calls and time per kind, the training
+// ops included.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <vector>
 
 #include "flashdeberta/eigen/eigen_policy.hpp"
 #include "flashdeberta/policy/profiling_policy.hpp"
+#include "flashdeberta/train/optimizer.hpp"
+#include "flashdeberta/train/training_model.hpp"
 
 namespace flashdeberta {
 namespace {
 
 static_assert(ExecutionPolicy<ProfilingPolicy<EigenPolicy>>);
+static_assert(TrainingPolicy<ProfilingPolicy<EigenPolicy>>);
+static_assert(ReportsAttentionBackwardWorkspace<ProfilingPolicy<EigenPolicy>> ==
+              ReportsAttentionBackwardWorkspace<EigenPolicy>);
 
 // out (2, 3) = a (2, 4) . b (3, 4)^T + bias, small enough to check by hand.
 struct TinyGemm {
@@ -77,6 +84,39 @@ TEST_CASE("ProfilingPolicy copies share counters, and reset clears them") {
   policy.reset();
   CHECK(copy.report()[ProfiledOp::kGemm].calls == 0);
   CHECK(copy.report().total_seconds() == 0.0);
+}
+
+// One training step (forward, loss, backward, AdamW) of a fixture: the profiled policy gives the plain one's loss and
+// updated weights bit for bit and counts each training op it ran.
+template <class P>
+std::pair<double, std::vector<std::pair<std::string, std::vector<float>>>> training_step(P const& policy) {
+  std::filesystem::path const dir = std::filesystem::path(FLASHDEBERTA_FIXTURE_DIR) / "training" / "v3_seqcls";
+  auto model = TrainingModel<V3, P>::load(policy, dir, {});
+  Batch batch;
+  batch.add_sequence(std::vector<std::int32_t>{1, 5, 6, 7, 2});
+  batch.add_sequence(std::vector<std::int32_t>{1, 8, 9, 2});
+  DropoutRates const dropout{.hidden = 0.1f, .attention = 0.1f};
+  double const loss = model.forward_backward(batch, {.classes = {1, 0}}, dropout, 3).loss;
+  AdamW<P> optimizer({.learning_rate = 1e-3, .weight_decay = 0.01});
+  optimizer.step(model.parameters());
+  return {loss, model.parameters().download_values()};
+}
+
+TEST_CASE("ProfilingPolicy profiles a training step and changes nothing in it") {
+  auto const plain = training_step(EigenPolicy(1));
+  ProfilingPolicy<EigenPolicy> const policy{EigenPolicy(1)};
+  auto const profiled = training_step(policy);
+  CHECK(profiled.first == plain.first);
+  CHECK(profiled.second == plain.second);
+  ProfileReport const report = policy.report();
+  for (ProfiledOp op : {ProfiledOp::kGemm, ProfiledOp::kAttention, ProfiledOp::kLinearBackward,
+                        ProfiledOp::kLayerNormBackward, ProfiledOp::kAttentionBackward, ProfiledOp::kEmbeddingBackward,
+                        ProfiledOp::kDropout, ProfiledOp::kAdamW, ProfiledOp::kSumOfSquares}) {
+    INFO(profiled_op_name(op));
+    CHECK(report[op].calls > 0);
+  }
+  CHECK(report[ProfiledOp::kLinearBackward].flops > 0.0);
+  CHECK(report.format().find("attention_backward") != std::string::npos);
 }
 
 }  // namespace

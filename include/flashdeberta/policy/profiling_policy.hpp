@@ -1,6 +1,6 @@
 // ProfilingPolicy<P>: an execution policy that forwards every operation to P and adds up, per kind of
-// operation, how often it ran and how long it took. It answers "where does the time of a forward go"
-// for any backend without touching the model or the backend.
+// operation, how often it ran and how long it took. It answers "where does the time of a forward go", and for a
+// TrainingPolicy P of a training step, for any backend without touching the model or the backend.
 //
 // Each operation is fenced before and after, so asynchronous backends are timed per operation rather
 // than per enqueue; this serializes the policy's stream, which is the point when profiling and the
@@ -21,11 +21,30 @@
 
 #include "flashdeberta/policy/concepts.hpp"
 #include "flashdeberta/policy/host_adoption.hpp"
+#include "flashdeberta/policy/training_concepts.hpp"
 
 namespace flashdeberta {
 
-enum class ProfiledOp { kGemm, kLayerNorm, kEmbedding, kConv1d, kAttention, kLstmCell };
-inline constexpr std::size_t kProfiledOpCount = 6;
+// The forward's operations, then the training ops (training_concepts.hpp).
+enum class ProfiledOp {
+  kGemm,
+  kLayerNorm,
+  kEmbedding,
+  kConv1d,
+  kAttention,
+  kLstmCell,
+  kLinearBackward,
+  kLayerNormBackward,
+  kActivation,
+  kEmbeddingBackward,
+  kConv1dBackward,
+  kAttentionBackward,
+  kDropout,
+  kAdamW,
+  kFill,
+  kSumOfSquares
+};
+inline constexpr std::size_t kProfiledOpCount = 16;
 
 inline char const* profiled_op_name(ProfiledOp op) {
   switch (op) {
@@ -41,6 +60,26 @@ inline char const* profiled_op_name(ProfiledOp op) {
       return "attention";
     case ProfiledOp::kLstmCell:
       return "lstm_cell";
+    case ProfiledOp::kLinearBackward:
+      return "linear_backward";
+    case ProfiledOp::kLayerNormBackward:
+      return "layer_norm_backward";
+    case ProfiledOp::kActivation:
+      return "activation";
+    case ProfiledOp::kEmbeddingBackward:
+      return "embedding_backward";
+    case ProfiledOp::kConv1dBackward:
+      return "conv1d_backward";
+    case ProfiledOp::kAttentionBackward:
+      return "attention_backward";
+    case ProfiledOp::kDropout:
+      return "dropout";
+    case ProfiledOp::kAdamW:
+      return "adamw";
+    case ProfiledOp::kFill:
+      return "fill";
+    case ProfiledOp::kSumOfSquares:
+      return "sum_of_squares";
   }
   return "?";
 }
@@ -87,18 +126,18 @@ struct ProfileReport {
 
   // One line per kind that ran: calls, milliseconds, share of the total, GFLOP/s where counted.
   std::string format() const {
-    std::string text = "op           calls        ms   share   GFLOP/s\n";
+    std::string text = "op                    calls        ms   share   GFLOP/s\n";
     char line[128];
     for (std::size_t i = 0; i < kProfiledOpCount; ++i) {
       OpProfile const& o = ops[i];
       if (o.calls == 0) continue;
       double const gflops = o.flops > 0.0 && o.seconds > 0.0 ? o.flops / o.seconds * 1e-9 : 0.0;
-      std::snprintf(line, sizeof(line), "%-10s %7lld %9.2f %6.1f%% %9.1f\n",
+      std::snprintf(line, sizeof(line), "%-19s %7lld %9.2f %6.1f%% %9.1f\n",
                     profiled_op_name(static_cast<ProfiledOp>(i)), static_cast<long long>(o.calls), o.seconds * 1e3,
                     100.0 * share(static_cast<ProfiledOp>(i)), gflops);
       text += line;
     }
-    std::snprintf(line, sizeof(line), "%-10s %7s %9.2f\n", "total", "", total_seconds() * 1e3);
+    std::snprintf(line, sizeof(line), "%-19s %7s %9.2f\n", "total", "", total_seconds() * 1e3);
     return text + line;
   }
 };
@@ -159,6 +198,48 @@ class ProfilingPolicy {
   void disentangled_attention(AttentionArgs const& args,
                               PreparedRelative const& prepared) const requires PreparesRelativeTables<P> {
     timed(ProfiledOp::kAttention, attention_flops(args), [&] { inner_.disentangled_attention(args, prepared); });
+  }
+
+  // The training ops, where P trains: ProfilingPolicy<P> is a TrainingPolicy exactly when P is. linear_backward's
+  // flops are its two products' (dx and dW); the attention backward's are FlashAttention's count, 2.5 times the
+  // forward's (five products of the forward's size against its two).
+  void linear_backward(LinearBackwardArgs const& args) const requires TrainingPolicy<P> {
+    double const flops = 2.0 * 2.0 * static_cast<double>(args.dy.rows * args.dy.cols * args.x.cols);
+    timed(ProfiledOp::kLinearBackward, flops, [&] { inner_.linear_backward(args); });
+  }
+  void layer_norm_backward(LayerNormBackwardArgs const& args) const requires TrainingPolicy<P> {
+    timed(ProfiledOp::kLayerNormBackward, 0.0, [&] { inner_.layer_norm_backward(args); });
+  }
+  void activation(ActivationArgs const& args) const requires TrainingPolicy<P> {
+    timed(ProfiledOp::kActivation, 0.0, [&] { inner_.activation(args); });
+  }
+  void embedding_backward(EmbeddingBackwardArgs const& args) const requires TrainingPolicy<P> {
+    timed(ProfiledOp::kEmbeddingBackward, 0.0, [&] { inner_.embedding_backward(args); });
+  }
+  void conv1d_backward(Conv1dBackwardArgs const& args) const requires TrainingPolicy<P> {
+    timed(ProfiledOp::kConv1dBackward, 0.0, [&] { inner_.conv1d_backward(args); });
+  }
+  void disentangled_attention_backward(AttentionBackwardArgs const& args) const requires TrainingPolicy<P> {
+    timed(ProfiledOp::kAttentionBackward, 2.5 * attention_flops(args.forward),
+          [&] { inner_.disentangled_attention_backward(args); });
+  }
+  void dropout(DropoutArgs const& args) const requires TrainingPolicy<P> {
+    timed(ProfiledOp::kDropout, 0.0, [&] { inner_.dropout(args); });
+  }
+  void adamw(AdamWArgs const& args) const requires TrainingPolicy<P> {
+    timed(ProfiledOp::kAdamW, 0.0, [&] { inner_.adamw(args); });
+  }
+  void fill(MatrixRef const& m, float value) const requires TrainingPolicy<P> {
+    timed(ProfiledOp::kFill, 0.0, [&] { inner_.fill(m, value); });
+  }
+  double sum_of_squares(float const* values, std::int64_t count) const requires TrainingPolicy<P> {
+    double sum = 0.0;
+    timed(ProfiledOp::kSumOfSquares, 0.0, [&] { sum = inner_.sum_of_squares(values, count); });
+    return sum;
+  }
+  std::int64_t attention_backward_workspace_bytes(AttentionShape const& shape) const requires
+      ReportsAttentionBackwardWorkspace<P> {
+    return static_cast<std::int64_t>(inner_.attention_backward_workspace_bytes(shape));
   }
 
   ProfileReport report() const {
