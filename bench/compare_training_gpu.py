@@ -85,8 +85,16 @@ def torch_row(torch, row, b, l, repeats, device):
         config = transformers.DebertaV2Config(**{k: v for k, v in cfg.items() if k != "model_type"})
         if row.startswith("flashdeberta"):
             import flashdeberta
+            # FlashDeBERTa takes its Triton attention only where the config asks for "flash_attention_2" (its
+            # _autoset_attn_implementation, which from_pretrained runs and a plain constructor does not); left
+            # unset, its model runs HF's eager attention and times as HF does.
+            config._attn_implementation = "flash_attention_2"
             model = flashdeberta.FlashDebertaV2ForSequenceClassification(config)
-            desc = f"FlashDeBERTa {getattr(flashdeberta, '__version__', '(source)')} on transformers {transformers.__version__}"
+            attention = {type(m).__name__ for m in model.modules() if m.__class__.__name__.endswith("SelfAttention")}
+            if attention != {"FlashDisentangledSelfAttention"}:
+                raise BenchError(f"FlashDeBERTa's model built {sorted(attention)}, not its flash attention")
+            desc = (f"FlashDeBERTa {getattr(flashdeberta, '__version__', '(source)')} on transformers "
+                    f"{transformers.__version__}, its Triton attention (FlashDisentangledSelfAttention)")
         else:
             model = transformers.DebertaV2ForSequenceClassification._from_config(config, attn_implementation=attn)
             desc = f"transformers {transformers.__version__}, {getattr(model.config, '_attn_implementation', attn)}"
