@@ -3,7 +3,7 @@
 transformers on the same GPU, in one run.
 
     python3 bench/compare_training_gpu.py --ours build/bench/gpu/bench_training_gpu
-        [--shapes 32x512,8x2048,1x8192] [--repeats 5] [--ours-dtypes fp32,bf16]
+        [--shapes 32x512,8x2048,1x8192] [--repeats 5] [--ours-dtypes fp32,bf16] [--profile]
         [--torch-rows eager-fp32,eager-bf16,sdpa-bf16,compile-bf16]
         [--device cuda] [--out bench/results/training-gpu-<date>.md] [--commit C]
 
@@ -55,11 +55,12 @@ def parse_shapes(text):
     return shapes
 
 
-def ours(binary, shapes, repeats, dtype):
-    """{(B, L): {"step_ms", "fwd_bwd_ms", "adamw_ms", "peak_mib"}} from bench_training_gpu's JSON."""
+def ours(binary, shapes, repeats, dtype, profile=False):
+    """{(B, L): {"step_ms", "fwd_bwd_ms", "adamw_ms", "peak_mib", "ops": {op: ms}}} from bench_training_gpu's JSON;
+    with profile, the step through ProfilingPolicy and "ops" its milliseconds per step in each kind of operation."""
     spec = ",".join(f"{b}x{l}" for b, l in shapes)
     out = subprocess.run([binary, f"--shapes={spec}", f"--steps={repeats}", f"--dtype={dtype}",
-                          "--benchmark_format=json"],
+                          "--benchmark_format=json"] + (["--profile"] if profile else []),
                          capture_output=True, text=True)
     if out.returncode != 0:
         raise BenchError(f"{binary} failed: {short_error(out.stderr or out.stdout)}")
@@ -70,8 +71,28 @@ def ours(binary, shapes, repeats, dtype):
         b = int(bench["name"].split("/B:")[1].split("/")[0])
         l = int(bench["name"].split("/L:")[1].split("/")[0])
         rows[(b, l)] = {"step_ms": bench["real_time"], "fwd_bwd_ms": bench["fwd_bwd_ms"],
-                        "adamw_ms": bench["adamw_ms"], "peak_mib": bench["peak_MiB"]}
+                        "adamw_ms": bench["adamw_ms"], "peak_mib": bench["peak_MiB"],
+                        "ops": {k[3:-3]: v for k, v in bench.items()
+                                if k.startswith("op_") and k.endswith("_ms") and k != "op_total_ms"}}
     return rows
+
+
+def profile_table(binary, shapes, repeats, dtypes):
+    """Markdown lines: where our step's time goes, per dtype and shape (bench_training_gpu --profile)."""
+    columns, cells = [], {}
+    for d in dtypes:
+        for (b, l), row in ours(binary, shapes, repeats, d, profile=True).items():
+            cells[(d, b, l)] = row
+            for op in row["ops"]:
+                if op not in columns:
+                    columns.append(op)
+    columns.sort(key=lambda op: -max(r["ops"].get(op, 0.0) for r in cells.values()))
+    lines = [[f"{d} {b} x {l}", f"{r['step_ms']:.1f}"] + [f"{r['ops'].get(op, 0.0):.1f}" for op in columns]
+             for (d, b, l), r in cells.items()]
+    return ["## Where our step's time goes", "",
+            "`bench_training_gpu --profile`: the step through ProfilingPolicy<CudaPolicy>, every operation fenced "
+            "(so the step is slower than the plain one above); milliseconds per step in each kind of operation.", "",
+            *table(["dtype, B x L", "profiled step ms"] + columns, lines)]
 
 
 def torch_row(torch, row, b, l, repeats, device):
@@ -146,6 +167,7 @@ def main(argv=None):
     p.add_argument("--shapes", type=parse_shapes, default=parse_shapes("32x512,8x2048,1x8192"))
     p.add_argument("--repeats", type=int, default=5, help="timed steps per case after one warm-up (default 5)")
     p.add_argument("--ours-dtypes", default="fp32,bf16", help="our rows' dtypes: fp32, bf16, fp16 (default fp32,bf16)")
+    p.add_argument("--profile", action="store_true", help="add where our step's time goes (bench_training_gpu --profile)")
     p.add_argument("--torch-rows", default=",".join(TORCH_ROWS))
     p.add_argument("--flashdeberta-src", help="FlashDeBERTa's src/ folder (git-ignored): adds its row")
     p.add_argument("--device", default="cuda", help="torch's device (cpu: a smoke run of this script)")
@@ -198,6 +220,8 @@ def main(argv=None):
             f"Machine: {machine()}; torch {torch.__version__}. Commit {commit(a.commit)}. "
             f"`python3 bench/compare_training_gpu.py`, {a.repeats} timed steps per row after one warm-up.", "",
             *table(header, lines), "", "Torch models: " + "; ".join(sorted(set(notes)))]
+    if a.profile and not a.no_ours:
+        text += ["", *profile_table(a.ours, a.shapes, a.repeats, dtypes)]
     out = Path(a.out) if a.out else REPO / "bench" / "results" / f"training-gpu-{today()}.md"
     write_report("\n".join(text) + "\n", out)
 

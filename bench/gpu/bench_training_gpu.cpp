@@ -11,8 +11,8 @@
 //                      [--profile] [Google Benchmark flags]
 // --dtype bf16 / fp16: mixed precision as `flashdeberta train --dtype` runs it (float32 master weights and
 // activations, 16-bit products; fp16 with the dynamic loss scale). --profile runs the step through
-// ProfilingPolicy<CudaPolicy> (every operation fenced) and adds <op>_ms counters: milliseconds per step in each kind of
-// operation (linear_backward, attention_backward, adamw, ...), where the step's time goes.
+// ProfilingPolicy<CudaPolicy> (every operation fenced) and adds op_<op>_ms counters: milliseconds per step in each kind
+// of operation (op_linear_backward_ms, op_attention_backward_ms, op_adamw_ms, ...), where the step's time goes.
 // The shapes (32 x 512, 8 x 2048, 1 x 8192) by default; 1 x 16384 and 1 x 32768 show the memory growing
 // linearly with L. Without a CUDA device each benchmark reports "no CUDA device" and times nothing.
 #include <benchmark/benchmark.h>
@@ -150,9 +150,9 @@ void training_step(benchmark::State& state, Shape s) {
     for (std::size_t k = 0; k < kProfiledOpCount; ++k) {
       auto const op = static_cast<ProfiledOp>(k);
       if (report[op].calls > 0)
-        state.counters[std::string(profiled_op_name(op)) + "_ms"] = 1e3 * report[op].seconds / steps;
+        state.counters["op_" + std::string(profiled_op_name(op)) + "_ms"] = 1e3 * report[op].seconds / steps;
     }
-    state.counters["ops_ms"] = 1e3 * report.total_seconds() / steps;
+    state.counters["op_total_ms"] = 1e3 * report.total_seconds() / steps;
   }
 }
 
