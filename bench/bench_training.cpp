@@ -12,14 +12,13 @@
 //       training/eigen/<model>/<attention>/B:b/L:l, one untimed warm-up step, then S steps per repetition (default 3;
 //       compare_training.py passes --steps=1 with --benchmark_repetitions=R and takes the median).
 //   bench_training --profile --model=tiny-en|v3-base [--shapes=...] [--steps=S] [--threads=N] [--model-dir=DIR]
-//       the same steps through TimedEigenPolicy (EigenPolicy with a clock around each operation): after a warm-up
-//       step, the milliseconds per step spent in each kind of operation, one JSON line per shape.
+//       the same steps through ProfilingPolicy<EigenPolicy> (a clock around each operation): after a warm-up step,
+//       the milliseconds per step spent in each kind of operation that ran, one JSON line per shape.
 //   bench_training --memory --model=tiny-en|v3-base --length=L [--threads=N] [--attention=...] [--model-dir=DIR]
 //       one step at 1 x L after a warm-up step at 1 x 16 (which allocates AdamW's moments and starts the threads);
 //       the peak resident memory of that step (VmHWM, reset after the warm-up through /proc/self/clear_refs) less
 //       the resident memory before it, printed as one JSON line.
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +31,7 @@
 
 #include "bench_common.hpp"
 #include "flashdeberta/io/config_json.hpp"
+#include "flashdeberta/policy/profiling_policy.hpp"
 #include "flashdeberta/train/optimizer.hpp"
 #include "flashdeberta/train/training_model.hpp"
 #include "proc_status.hpp"
@@ -42,91 +42,6 @@
 
 namespace flashdeberta::bench {
 namespace {
-
-// EigenPolicy with the wall time of each operation added up per kind (copies share the sums): TrainingModel calls
-// the policy type it is given, so every operation of a step passes through here.
-class TimedEigenPolicy : public EigenPolicy {
- public:
-  static constexpr char const* kOps[] = {"gemm",
-                                         "linear_backward",
-                                         "attention",
-                                         "attention_backward",
-                                         "layer_norm",
-                                         "layer_norm_backward",
-                                         "activation",
-                                         "embedding",
-                                         "embedding_backward",
-                                         "dropout",
-                                         "adamw",
-                                         "fill",
-                                         "sum_of_squares",
-                                         "upload_download"};
-  static constexpr std::size_t kCount = std::size(kOps);
-  using Sums = std::array<double, kCount>;
-
-  explicit TimedEigenPolicy(EigenOptions const& options) : EigenPolicy(options), sums_(std::make_shared<Sums>()) {}
-  Sums& sums() const { return *sums_; }
-
-  void gemm(GemmArgs const& a) const {
-    timed(0, [&] { EigenPolicy::gemm(a); });
-  }
-  void linear_backward(LinearBackwardArgs const& a) const {
-    timed(1, [&] { EigenPolicy::linear_backward(a); });
-  }
-  void disentangled_attention(AttentionArgs const& a) const {
-    timed(2, [&] { EigenPolicy::disentangled_attention(a); });
-  }
-  void disentangled_attention_backward(AttentionBackwardArgs const& a) const {
-    timed(3, [&] { EigenPolicy::disentangled_attention_backward(a); });
-  }
-  void layer_norm(LayerNormArgs const& a) const {
-    timed(4, [&] { EigenPolicy::layer_norm(a); });
-  }
-  void layer_norm_backward(LayerNormBackwardArgs const& a) const {
-    timed(5, [&] { EigenPolicy::layer_norm_backward(a); });
-  }
-  void activation(ActivationArgs const& a) const {
-    timed(6, [&] { EigenPolicy::activation(a); });
-  }
-  void embedding(EmbeddingArgs const& a) const {
-    timed(7, [&] { EigenPolicy::embedding(a); });
-  }
-  void embedding_backward(EmbeddingBackwardArgs const& a) const {
-    timed(8, [&] { EigenPolicy::embedding_backward(a); });
-  }
-  void dropout(DropoutArgs const& a) const {
-    timed(9, [&] { EigenPolicy::dropout(a); });
-  }
-  void adamw(AdamWArgs const& a) const {
-    timed(10, [&] { EigenPolicy::adamw(a); });
-  }
-  void fill(MatrixRef const& out, float value) const {
-    timed(11, [&] { EigenPolicy::fill(out, value); });
-  }
-  double sum_of_squares(float const* values, std::int64_t count) const {
-    double result = 0.0;
-    timed(12, [&] { result = EigenPolicy::sum_of_squares(values, count); });
-    return result;
-  }
-  Buffer upload(std::span<float const> host, DType dtype) const {
-    Buffer out;
-    timed(13, [&] { out = EigenPolicy::upload(host, dtype); });
-    return out;
-  }
-  void download(Buffer const& buffer, std::span<float> host) const {
-    timed(13, [&] { EigenPolicy::download(buffer, host); });
-  }
-
- private:
-  template <class Fn>
-  void timed(std::size_t op, Fn&& fn) const {
-    auto const start = std::chrono::steady_clock::now();
-    fn();
-    (*sums_)[op] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-
-  std::shared_ptr<Sums> sums_;
-};
 
 using Model = TrainingModel<V3, EigenPolicy>;
 
@@ -300,13 +215,13 @@ int memory_mode(std::string const& name, std::int64_t length) {
 
 // --profile: see the header comment.
 int profile_mode(std::string const& name) {
-  TimedEigenPolicy const policy(settings().policy_options());
-  BasicTrainer<TimedEigenPolicy> t;
+  ProfilingPolicy<EigenPolicy> const policy{EigenPolicy(settings().policy_options())};
+  BasicTrainer<ProfilingPolicy<EigenPolicy>> t;
   t.model = make_model(name, policy);
   for (Shape s : settings().shapes) {
     Step const step = random_step(s, t.model->config().vocab_size);
     (void)train_step(t, step);
-    policy.sums().fill(0.0);
+    policy.reset();
     Phases phases;
     auto const start = std::chrono::steady_clock::now();
     for (std::int64_t i = 0; i < settings().steps; ++i) (void)train_step(t, step, &phases);
@@ -317,8 +232,14 @@ int profile_mode(std::string const& name) {
         "\"steps\": %lld, \"step_ms\": %.2f, \"fwd_bwd_ms\": %.2f, \"adamw_step_ms\": %.2f, \"ops_ms\": {",
         name.c_str(), static_cast<long long>(s.batch), static_cast<long long>(s.length), settings().threads,
         static_cast<long long>(settings().steps), ms(total), ms(phases.forward_backward), ms(phases.optimizer));
-    for (std::size_t op = 0; op < TimedEigenPolicy::kCount; ++op)
-      std::printf("%s\"%s\": %.2f", op == 0 ? "" : ", ", TimedEigenPolicy::kOps[op], ms(policy.sums()[op]));
+    ProfileReport const report = policy.report();
+    char const* separator = "";
+    for (std::size_t k = 0; k < kProfiledOpCount; ++k) {
+      auto const op = static_cast<ProfiledOp>(k);
+      if (report[op].calls == 0) continue;
+      std::printf("%s\"%s\": %.2f", separator, profiled_op_name(op), ms(report[op].seconds));
+      separator = ", ";
+    }
     std::printf("}}\n");
     std::fflush(stdout);
   }

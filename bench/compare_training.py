@@ -43,7 +43,7 @@ Models: tiny-en (models/tiny-en, its weights on both sides, the classification h
 deberta-v3-base shape (BASE_CONFIG: hidden 768, 12 layers, 12 heads, intermediate 3072, vocabulary 128100,
 256 buckets, c2p|p2c, share_att_key, relative LayerNorm, no absolute positions; random init on both sides).
 
-Profile (--parts profile): `bench_training --profile`, our step per operation kind (TimedEigenPolicy), to see where
+Profile (--parts profile): `bench_training --profile`, our step per operation kind (ProfilingPolicy<EigenPolicy>), to see where
 our time goes.
 
 Memory (--parts memory): for each of --memory-models and --memory-lengths, one fresh process per side and length
@@ -940,13 +940,13 @@ def report(a, run, probe, kind, systems, speed, profile, memory, elapsed, check)
             for d in rows.values():
                 ops += [k for k in d["ops_ms"] if k not in ops]
         lines += ["## Our step per operation (ms per step)", "",
-                  f"`bench_training --profile`: the same step through TimedEigenPolicy (a clock around each policy "
+                  f"`bench_training --profile`: the same step through ProfilingPolicy<EigenPolicy> (a clock around each policy "
                   f"operation), {a.profile_steps} steps after a warm-up, in its own process (after the timings "
                   "above). gemm: forward linear layers; linear_backward: dx and dW (+ db) of every linear layer; "
                   "attention / attention_backward: the disentangled flash attention itself (content, c2p and p2c "
                   "scores, softmax, values; the backward recomputes the scores), the relative tables' projections "
                   "being GEMMs (gemm / linear_backward); activation: GELU and its derivative, and copies; fill: zero_grads and zeroing buffers; sum_of_squares: the gradient "
-                  "norm; the rest of the step (host code, allocation, first-touch page faults) is 'other'.", ""]
+                  "norm; the rest of the step (host code, allocation, uploads and downloads, first-touch page faults) is 'other'.", ""]
         header = ["model", "B x L", "step"] + [o for o in ops if any(
             d["ops_ms"].get(o, 0) >= 0.05 for rows in profile.values() for d in rows.values())] + ["other"]
         rows_out = []
