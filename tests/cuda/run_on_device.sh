@@ -13,8 +13,10 @@
 #         bench (bench_gpu, then bench/compare_gpu.py: torch SDPA and HF eager in the same call),
 #         graph (test_graph_cuda: CudaGraphForward against the plain forward, then under memcheck),
 #         concurrency (test_concurrency_cuda: 8 host threads sharing the weights),
-#         training (test_training_cuda: the float32 training ops and whole-model gradients, then memcheck and
-#                   racecheck over its attention cases),
+#         training (test_training_cuda: the float32 training ops and whole-model gradients, mixed precision against
+#                   HF's autocast error, then memcheck and racecheck over its attention cases),
+#         hf_training (tests/cuda/hf_training_low_precision_error.py: HF's own bf16 / fp16 autocast gradient error on
+#                      the training fixtures, the JSON the mixed-precision suite reads),
 #         training_bench (bench_training_gpu: one float32 training step of deberta-v3-base per shape, its phases and
 #                        peak device memory, JSON under $OUT; extra arguments in $FLASHDEBERTA_TRAINING_BENCH_ARGS),
 #         training_compare (bench/compare_training_gpu.py: that step against HF transformers on the same GPU, eager
@@ -75,6 +77,12 @@ import pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-rs', 'tes
     consumer) step consumer 120 "$bundle/bin/consumer_cuda" tests/fixtures/v3_c2p && cat "$out/consumer.log" ;;
     time) step time 300 "$bundle/bin/time_forward_cuda" /tmp && cat "$out/time.log" ;;
     hf) step hf 180 python3 tests/cuda/hf_low_precision_error.py tests/fixtures && cat "$out/hf.log" ;;
+    hf_training)
+      # HF's own autocast gradient error on the training fixtures: the committed bound of the mixed-precision suite
+      # (tests/fixtures/training/hf_autocast_error.json; copy $out's over it to regenerate)
+      step hf_training 180 python3 tests/cuda/hf_training_low_precision_error.py tests/fixtures/training \
+        "$out/hf_autocast_error.json"
+      ;;
     cli)
       # test_cli runs the flashdeberta binary at the path it was built with, under /work/main (linked above).
       cli=$(strings "$bundle/bin/test_cli" | grep -m1 '/bin/flashdeberta$')
