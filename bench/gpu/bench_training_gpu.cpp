@@ -73,8 +73,7 @@ struct Trainer {
   std::unique_ptr<TrainingModel<V3, P>> model;
   AdamW<P> optimizer{
       {.learning_rate = 5e-5, .weight_decay = 0.01, .max_grad_norm = 1.0, .schedule = LearningRateSchedule::kConstant}};
-  std::optional<DynamicLossScale> loss_scale =
-      settings().dtype == DType::kF16 ? std::optional<DynamicLossScale>(std::in_place) : std::nullopt;
+  std::optional<DynamicLossScale> loss_scale = loss_scale_for(settings().dtype);
 };
 
 template <class P>

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,7 +61,8 @@ void run_mixed_precision_suite(P const& policy, std::string const& dtype_label) 
   std::ifstream file(training_fixture_dir() / "hf_autocast_error.json");
   REQUIRE_MESSAGE(file.good(), "tests/fixtures/training/hf_autocast_error.json is missing");
   nlohmann::json const bounds = nlohmann::json::parse(file);
-  double const loss_scale = policy.compute_dtype() == DType::kF16 ? DynamicLossScale{}.scale() : 1.0;
+  std::optional<DynamicLossScale> const scaler = loss_scale_for(policy.compute_dtype());
+  double const loss_scale = scaler ? scaler->scale() : 1.0;
   // Where HF's autocast fails (its v1 code overflows a float32 fill value in 16 bits), the bound is the largest error
   // HF reached on any case that ran.
   double largest_hf = 0.0;

@@ -45,3 +45,10 @@ TEST_CASE("loss scale: bad options and states are refused") {
   CHECK(s.scale() == 128.0);
   CHECK(s.good_steps() == 5);
 }
+
+TEST_CASE("loss scale: only fp16 products get one") {
+  CHECK(fd::loss_scale_for(fd::DType::kF16).has_value());
+  CHECK(fd::loss_scale_for(fd::DType::kF16)->scale() == 65536.0);
+  CHECK_FALSE(fd::loss_scale_for(fd::DType::kBF16).has_value());
+  CHECK_FALSE(fd::loss_scale_for(fd::DType::kF32).has_value());
+}

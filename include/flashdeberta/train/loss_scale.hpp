@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 
+#include "flashdeberta/core/dtype.hpp"
 #include "flashdeberta/core/error.hpp"
 
 namespace flashdeberta {
@@ -62,5 +64,11 @@ class DynamicLossScale {
   double scale_ = 1.0;
   std::int64_t good_steps_ = 0;
 };
+
+// The loss scaling a policy computing its products in `products` needs: fp16 has one, every other dtype none.
+inline std::optional<DynamicLossScale> loss_scale_for(DType products, LossScaleOptions options = {}) {
+  if (products != DType::kF16) return std::nullopt;
+  return DynamicLossScale(options);
+}
 
 }  // namespace flashdeberta

@@ -50,10 +50,9 @@ class TypedTrainingSession final : public TrainingSession {
       : model_(
             policy, config, &checkpoint(directory),
             {.head = options.head, .problem = options.problem, .attention = attention, .init_seed = options.init_seed}),
-        optimizer_(options.optimizer) {
+        optimizer_(options.optimizer),
+        loss_scale_(loss_scale_for(policy.compute_dtype())) {
     checkpoint_.reset();  // the parameters are copies: the file need not stay open
-    // fp16 products need the loss scaled (loss_scale.hpp); bf16's and float32's range do not.
-    if (policy.compute_dtype() == DType::kF16) loss_scale_.emplace();
   }
 
   ModelConfig const& config() const override { return model_.config(); }

@@ -52,7 +52,7 @@ inline void CudaPolicy::linear_backward(LinearBackwardArgs const& l) const {
   std::int64_t const outputs = l.dy.cols;  // N
   context_->activate();
   using Product = cuda_detail::CublasLtGemm::Product;
-  bool const round = rounds_product(l.dy, l.w, l.dy) && rows > 0 && outputs > 0;
+  bool const round = rounds_product(l.dy, l.w, l.dx.empty() ? l.dw : l.dx) && rows > 0 && outputs > 0;
   RoundedOperand dy;
   if (round) dy = rounded(l.dy);
   MatrixRef const dy_operand = round ? dy.view : l.dy;
