@@ -3,6 +3,7 @@
 // (training_state.safetensors: every parameter and AdamW's moments; trainer_state.json: where the loop stood).
 // Every file lands by rename, so a crash or a full disk never leaves a half-written model where a good one was.
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <iomanip>
@@ -216,17 +217,32 @@ TrainerPosition read_trainer_position(fs::path const& checkpoint) {
   return p;
 }
 
+namespace {
+
+// Metadata field `key` of a training state, the whole text one number: an Error naming the file and field otherwise.
+template <class T>
+T metadata_number(SafetensorsFile const& file, std::string const& key) {
+  std::string const& text = file.metadata().at(key);
+  T value{};
+  auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  FLASHDEBERTA_REQUIRE(ec == std::errc() && end == text.data() + text.size() && !text.empty(),
+                       file.source() << ": metadata '" << key << "' is \"" << text << "\", not a number");
+  return value;
+}
+
+}  // namespace
+
 TrainingState read_training_state(fs::path const& checkpoint) {
   SafetensorsFile const file = SafetensorsFile::open(checkpoint / "training_state.safetensors");
   auto const& meta = file.metadata();
   FLASHDEBERTA_REQUIRE(meta.contains("parameters") && meta.contains("completed_steps"),
                        file.source() << ": no 'parameters' / 'completed_steps' metadata (not a training state)");
   TrainingState state;
-  state.completed_steps = std::stoll(meta.at("completed_steps"));
+  state.completed_steps = metadata_number<std::int64_t>(file, "completed_steps");
   if (meta.contains("loss_scale")) {
-    state.loss_scale = std::stod(meta.at("loss_scale"));
+    state.loss_scale = metadata_number<double>(file, "loss_scale");
     state.loss_scale_good_steps =
-        meta.contains("loss_scale_good_steps") ? std::stoll(meta.at("loss_scale_good_steps")) : 0;
+        meta.contains("loss_scale_good_steps") ? metadata_number<std::int64_t>(file, "loss_scale_good_steps") : 0;
   }
   std::istringstream names(meta.at("parameters"));
   for (std::string name; std::getline(names, name);) {

@@ -6,11 +6,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli_harness.hpp"
 #include "flashdeberta/io/safetensors.hpp"
+#include "flashdeberta/io/safetensors_writer.hpp"
 #include "flashdeberta/pipelines/text_span.hpp"
 #include "flashdeberta/runtime/trainer.hpp"
 
@@ -368,6 +371,30 @@ TEST_CASE("train: --dtype bf16 and fp16 on --backend cuda stay near fp32's losse
     REQUIRE(a.size() == 4);
     REQUIRE(b.size() == a.size());
     for (std::size_t i = 0; i < a.size(); ++i) CHECK_MESSAGE(std::abs(a[i] - b[i]) <= 2e-2, dtype << " step " << i);
+  }
+}
+
+// A training state whose numbers are not numbers (a hand-edited or damaged checkpoint) is refused naming the file and
+// field; the fp16 loss scale reads back exactly.
+TEST_CASE("train: the training state's metadata numbers are read strictly") {
+  ScratchDir const dir("train_state");
+  auto const write = [&](std::map<std::string, std::string> const& meta) {
+    fs::create_directories(dir / "ckpt");
+    write_safetensors(dir / "ckpt" / "training_state.safetensors", {}, meta);
+  };
+  write({{"parameters", ""}, {"completed_steps", "12"}, {"loss_scale", "32768"}, {"loss_scale_good_steps", "7"}});
+  runtime::TrainingState const state = runtime::read_training_state(dir / "ckpt");
+  CHECK(state.completed_steps == 12);
+  CHECK(state.loss_scale == 32768.0);
+  CHECK(state.loss_scale_good_steps == 7);
+  for (auto const& [key, text] : std::vector<std::pair<std::string, std::string>>{
+           {"completed_steps", "12x"}, {"loss_scale", "abc"}, {"loss_scale", ""}, {"loss_scale_good_steps", "-"}}) {
+    std::map<std::string, std::string> meta{
+        {"parameters", ""}, {"completed_steps", "3"}, {"loss_scale", "2"}, {"loss_scale_good_steps", "0"}};
+    meta[key] = text;
+    write(meta);
+    std::string const expected = "training_state.safetensors: metadata '" + key + "' is \"" + text + "\"";
+    CHECK_THROWS_WITH_AS(runtime::read_training_state(dir / "ckpt"), doctest::Contains(expected.c_str()), Error);
   }
 }
 
