@@ -97,8 +97,9 @@ TEST_CASE("cuda training: attention backward against the float64 reference") {
   fd::attention_tests::run_attention_backward_cases(policy(), {8, 32, 64, 100});
 }
 
-// The flash backward with bf16 / fp16 products (CudaPolicy's tensor-core passes, training/attention_backward_mma.cuh)
-// on the float32 tape, against the float64 reference: head sizes 32, 48, 64 and 80 (the float32 kernels: above 64),
+// The flash forward and backward with bf16 / fp16 products (CudaPolicy's tensor-core kernels,
+// training/attention_forward_mma.cuh and attention_backward_mma.cuh) on the float32 tape, against the float64
+// reference: head sizes 32, 48, 64 and 80 (the float32 kernels: above 64),
 // packed batches with holes, each set of position terms, short windows (saturated tiles), dropout 0.1 and 0.5. Bound:
 // 20 unit roundoffs u of the product type (bf16 2^-9, fp16 2^-12) of each tensor's largest magnitude. Each gradient
 // sums products of two operands rounded to the type (2u each), one of which (P or dS) already carries the error of a
@@ -148,7 +149,19 @@ TEST_CASE("cuda training: the forwards' log-sum-exp matches the reference and le
   fd::attention_tests::run_attention_lse_cases(policy());
 }
 
-// The 16-bit kernels have neither the log-sum-exp output nor the dropout yet: refused by name before any launch.
+// Float32 operands under a bf16 / fp16 compute dtype (mixed-precision training) run the tensor-core forward
+// (training/attention_forward_mma.cuh) at head sizes up to 64, whose output the 16-bit backward cases above check
+// against the reference; its lse at the same 20 unit roundoffs, of the largest |lse|.
+TEST_CASE("cuda training: the mixed-precision forward's log-sum-exp matches the reference") {
+  for (fd::DType dtype : {fd::DType::kBF16, fd::DType::kF16}) {
+    INFO(std::string(fd::dtype_name(dtype)), " products");
+    fd::attention_tests::run_attention_lse_cases(Policy(fd::CudaOptions{.dtype = dtype}),
+                                                 20.0 * (dtype == fd::DType::kBF16 ? 0x1p-9 : 0x1p-12));
+  }
+}
+
+// The 16-bit kernels of 16-bit operands have neither the log-sum-exp output nor the dropout: refused by name before
+// any launch.
 TEST_CASE("cuda training: the 16-bit attention forwards refuse training's lse and dropout") {
   AttentionCase<Policy> c(policy(), Spec{});
   for (fd::AttentionImpl impl : {fd::AttentionImpl::kEager, fd::AttentionImpl::kFlash}) {
@@ -175,6 +188,32 @@ TEST_CASE("cuda training: gradients of every fixture case against HF autograd") 
 
 TEST_CASE("cuda training: the last layer over the head's rows only matches every row") {
   fd::testing::run_head_rows_cases(policy());
+}
+
+// BatchesFloatRuns (ParameterSet's zero_grads and grad_norm in one call): runs of 0, 1, 768 and 40,000 floats (three
+// chunks of kSquaresChunk) over one buffer with gaps; the sum against float64 on the host, the fill leaving the gaps.
+TEST_CASE("cuda training: a fill and a sum of squares over many runs in one call") {
+  std::vector<float> host(50000);
+  for (std::size_t x = 0; x < host.size(); ++x) host[x] = static_cast<float>((x * 7919) % 1000) / 997.0f - 0.5f;
+  auto const buffer = tt::upload(policy(), host);
+  auto* const base = static_cast<float*>(buffer.data());
+  std::vector<fd::FloatRun> const runs{{base + 3, 0}, {base + 5, 1}, {base + 100, 768}, {base + 9000, 40000}};
+  double want = 0.0;
+  for (fd::FloatRun const& r : runs)
+    for (std::int64_t x = 0; x < r.count; ++x) {
+      double const v = host[static_cast<std::size_t>(r.data - base + x)];
+      want += v * v;
+    }
+  double const got = policy().sum_of_squares(std::span<fd::FloatRun const>(runs));
+  CHECK(std::abs(got - want) <= 1e-12 * want);
+  policy().fill(std::span<fd::FloatRun const>(runs), 2.0f);
+  std::vector<float> const after = tt::download(policy(), buffer);
+  std::vector<bool> in_run(host.size(), false);
+  for (fd::FloatRun const& r : runs)
+    for (std::int64_t x = 0; x < r.count; ++x) in_run[static_cast<std::size_t>(r.data - base + x)] = true;
+  std::size_t wrong = 0;
+  for (std::size_t x = 0; x < host.size(); ++x) wrong += after[x] != (in_run[x] ? 2.0f : host[x]) ? 1 : 0;
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("cuda training: one AdamW step against torch.optim.AdamW") { fd::testing::run_adamw_step_case(policy()); }

@@ -237,6 +237,14 @@ class ProfilingPolicy {
     timed(ProfiledOp::kSumOfSquares, 0.0, [&] { sum = inner_.sum_of_squares(values, count); });
     return sum;
   }
+  void fill(std::span<FloatRun const> runs, float value) const requires BatchesFloatRuns<P> {
+    timed(ProfiledOp::kFill, 0.0, [&] { inner_.fill(runs, value); });
+  }
+  double sum_of_squares(std::span<FloatRun const> runs) const requires BatchesFloatRuns<P> {
+    double sum = 0.0;
+    timed(ProfiledOp::kSumOfSquares, 0.0, [&] { sum = inner_.sum_of_squares(runs); });
+    return sum;
+  }
   std::int64_t attention_backward_workspace_bytes(AttentionShape const& shape) const requires
       ReportsAttentionBackwardWorkspace<P> {
     return static_cast<std::int64_t>(inner_.attention_backward_workspace_bytes(shape));

@@ -4,6 +4,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <span>
 
 #include "flashdeberta/policy/concepts.hpp"
 #include "flashdeberta/policy/training_op_args.hpp"
@@ -26,6 +27,18 @@ concept TrainingPolicy = ExecutionPolicy<P> &&
   p.adamw(adamw);
   p.fill(matrix, value);                                        // every element of matrix = value
   { p.sum_of_squares(values, count) } -> std::same_as<double>;  // in float64
+};
+
+// A policy whose every call costs a launch, and whose reductions a round trip to the host (a GPU), takes the many
+// contiguous runs of the optimizer's bookkeeping (every gradient block; the touched rows of the word embeddings, a
+// run per few rows) in one call each, as PyTorch's foreach ops and clip_grad_norm_ do: ParameterSet makes one call
+// where it would make thousands. Policies without it get one call per run.
+//   fill(runs, value): every element of every run = value;  sum_of_squares(runs): the float64 sum of the squares of
+//   every element of every run.
+template <class P>
+concept BatchesFloatRuns = requires(P const& p, std::span<FloatRun const> runs, float value) {
+  p.fill(runs, value);
+  { p.sum_of_squares(runs) } -> std::same_as<double>;
 };
 
 }  // namespace flashdeberta

@@ -131,6 +131,12 @@ FLASHDEBERTA_HOST_DEVICE inline constexpr float dropout_uniform(std::uint64_t se
   return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
 }
 
+// A contiguous run of float32 values in policy memory: a gradient block, or some rows of one (BatchesFloatRuns).
+struct FloatRun {
+  float* data = nullptr;
+  std::int64_t count = 0;
+};
+
 // One AdamW step (torch.optim.AdamW, bias-corrected moments, decoupled weight decay) over n float32 values:
 //   w -= lr * weight_decay * w
 //   m = beta1 m + (1 - beta1) g * grad_scale;  v = beta2 v + (1 - beta2) (g * grad_scale)^2

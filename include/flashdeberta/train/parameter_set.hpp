@@ -132,15 +132,11 @@ class ParameterSet {
   }
 
   void zero_grads() {
-    for (std::size_t x = 0; x < blocks_.size(); ++x) {
-      auto* grad = static_cast<float*>(blocks_[x].grad.data());
-      if (tracks_rows_of(x)) {
-        for_each_touched_run([&](std::int64_t first, std::int64_t count) {
-          policy_.fill(matrix_ref(grad + first * tracked_->width, DType::kF32, 1, count * tracked_->width), 0.0f);
-        });
-      } else {
-        policy_.fill(matrix_ref(grad, DType::kF32, 1, blocks_[x].grad.size()), 0.0f);
-      }
+    std::vector<FloatRun> const runs = gradient_runs();
+    if constexpr (BatchesFloatRuns<P>) {
+      policy_.fill(std::span<FloatRun const>(runs), 0.0f);
+    } else {
+      for (FloatRun const& r : runs) policy_.fill(matrix_ref(r.data, DType::kF32, 1, r.count), 0.0f);
     }
     if (!tracked_) return;
     for (std::int32_t row : tracked_->list) tracked_->touched[static_cast<std::size_t>(row)] = 0;
@@ -150,18 +146,14 @@ class ParameterSet {
 
   // The global L2 norm of every gradient (torch.nn.utils.clip_grad_norm_'s total_norm), in float64.
   double grad_norm() const {
-    double sum = 0.0;
-    for (std::size_t x = 0; x < blocks_.size(); ++x) {
-      auto const* grad = static_cast<float const*>(blocks_[x].grad.data());
-      if (tracks_rows_of(x)) {
-        for_each_touched_run([&](std::int64_t first, std::int64_t count) {
-          sum += policy_.sum_of_squares(grad + first * tracked_->width, count * tracked_->width);
-        });
-      } else {
-        sum += policy_.sum_of_squares(grad, blocks_[x].grad.size());
-      }
+    std::vector<FloatRun> const runs = gradient_runs();
+    if constexpr (BatchesFloatRuns<P>) {
+      return std::sqrt(policy_.sum_of_squares(std::span<FloatRun const>(runs)));
+    } else {
+      double sum = 0.0;
+      for (FloatRun const& r : runs) sum += policy_.sum_of_squares(r.data, r.count);
+      return std::sqrt(sum);
     }
-    return std::sqrt(sum);
   }
 
   // Row tracking of one 2-D parameter with a block of its own (the word embeddings): zero_grads and grad_norm then
@@ -289,6 +281,22 @@ class ParameterSet {
   bool tracks_rows_of(std::size_t block) const {
     return tracked_ && !tracked_->all && parameters_[tracked_->index].block == block;
   }
+  // Where the gradients may be nonzero, block by block: every block whole, but the tracked one's touched rows only.
+  std::vector<FloatRun> gradient_runs() const {
+    std::vector<FloatRun> runs;
+    for (std::size_t x = 0; x < blocks_.size(); ++x) {
+      auto* grad = static_cast<float*>(blocks_[x].grad.data());
+      if (tracks_rows_of(x)) {
+        for_each_touched_run([&](std::int64_t first, std::int64_t count) {
+          runs.push_back({grad + first * tracked_->width, count * tracked_->width});
+        });
+      } else if (blocks_[x].grad.size() > 0) {
+        runs.push_back({grad, blocks_[x].grad.size()});
+      }
+    }
+    return runs;
+  }
+
   // body(first, count) for each run of consecutive touched rows, in row order.
   template <class Body>
   void for_each_touched_run(Body&& body) const {

@@ -67,6 +67,8 @@ class CublasLtGemm {
 
   // out (M, N) = alpha op(a) . op(b) + beta out, op(a) (M, K) and op(b) (K, N); a and b of one dtype, out of that
   // or float32. With beta 0 out is only written (its old values, NaN included, are not read).
+  // batch > 1: that many products in one call, product i on a, b and out advanced by i times their batch strides
+  // (elements): the attention backward's per-head products, whose heads sit side by side in one matrix.
   struct Product {
     MatrixRef a;
     bool transpose_a = false;  // op(a) = a^T: a is (K, M)
@@ -75,6 +77,8 @@ class CublasLtGemm {
     MatrixRef out;
     float alpha = 1.0f;
     float beta = 0.0f;
+    std::int64_t batch = 1;
+    std::int64_t batch_stride_a = 0, batch_stride_b = 0, batch_stride_out = 0;
   };
 
   // Enqueues the product on stream with the bias (if any) and the given activation fused; any other
@@ -95,6 +99,8 @@ class CublasLtGemm {
     if (p.out.rows == 0 || p.out.cols == 0) return;
     std::int64_t const inner = p.transpose_a ? p.a.rows : p.a.cols;
     FLASHDEBERTA_REQUIRE(inner > 0, "gemm with an empty inner dimension");
+    FLASHDEBERTA_REQUIRE(p.batch >= 1 && (p.batch == 1 || epilogue == CUBLASLT_EPILOGUE_DEFAULT),
+                         "gemm batch " << p.batch << ": at least 1, and without a fused epilogue");
     FLASHDEBERTA_REQUIRE(p.a.dtype == p.b.dtype && (p.out.dtype == p.a.dtype || p.out.dtype == DType::kF32),
                          "gemm operands a " << dtype_name(p.a.dtype) << ", b " << dtype_name(p.b.dtype) << ", out "
                                             << dtype_name(p.out.dtype)
@@ -108,12 +114,17 @@ class CublasLtGemm {
                   static_cast<int>(p.out.dtype),
                   static_cast<int>(p.a.dtype),
                   static_cast<int>(epilogue),
-                  pointer_alignment(p.a.data),
-                  pointer_alignment(p.b.data),
-                  p.out.dtype == DType::kF32 ? pointer_alignment(p.out.data)
-                                             : std::min(pointer_alignment(p.out.data), out_alignment_cap_),
+                  operand_alignment(p.a, p.batch_stride_a),
+                  operand_alignment(p.b, p.batch_stride_b),
+                  p.out.dtype == DType::kF32
+                      ? operand_alignment(p.out, p.batch_stride_out)
+                      : std::min(operand_alignment(p.out, p.batch_stride_out), out_alignment_cap_),
                   bias != nullptr ? pointer_alignment(bias) : 256u,
-                  2 * int{p.transpose_a} + int{p.transpose_b}};
+                  2 * int{p.transpose_a} + int{p.transpose_b},
+                  p.batch,
+                  p.batch_stride_a,
+                  p.batch_stride_b,
+                  p.batch_stride_out};
     std::lock_guard<std::mutex> const lock(mutex_);
     Plan& plan = plan_for(key, p, epilogue, bias != nullptr);
     if (bias != nullptr) {
@@ -126,9 +137,10 @@ class CublasLtGemm {
   }
 
   // m, n, k, lda, ldb, ldc, out's and the operands' dtypes, epilogue, alignments of a, b, out and bias, transposes
-  // (2 op(a) + op(b)).
+  // (2 op(a) + op(b)), batch count and the batch strides of a, b and out.
   using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, int, int,
-                         int, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t, int>;
+                         int, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t, int, std::int64_t,
+                         std::int64_t, std::int64_t, std::int64_t>;
 
   struct Plan {
     cublasLtMatmulDesc_t operation = nullptr;
@@ -174,6 +186,11 @@ class CublasLtGemm {
       FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.weight, operand_type, rows(p.b), cols(p.b), p.b.ld));
       FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.input, operand_type, rows(p.a), cols(p.a), p.a.ld));
       FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.output, type, rows(p.out), cols(p.out), p.out.ld));
+      if (p.batch > 1) {
+        set_batch(plan.weight, p.batch, p.batch_stride_b);
+        set_batch(plan.input, p.batch, p.batch_stride_a);
+        set_batch(plan.output, p.batch, p.batch_stride_out);
+      }
 
       cublasLtMatmulPreference_t preference = nullptr;
       FLASHDEBERTA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
@@ -215,6 +232,20 @@ class CublasLtGemm {
       throw;
     }
     return plans_.emplace(key, plan).first->second;
+  }
+
+  // What cuBLASLt may assume of every product's pointer to m: the first's alignment, and the batch stride's in bytes.
+  static std::uint32_t operand_alignment(MatrixRef const& m, std::int64_t batch_stride) {
+    auto const stride_bytes = static_cast<std::uintptr_t>(batch_stride) * dtype_size(m.dtype);
+    return std::min(pointer_alignment(m.data), pointer_alignment(reinterpret_cast<void const*>(stride_bytes)));
+  }
+
+  static void set_batch(cublasLtMatrixLayout_t layout, std::int64_t batch, std::int64_t stride) {
+    auto const count = static_cast<std::int32_t>(batch);
+    FLASHDEBERTA_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    FLASHDEBERTA_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
   }
 
   cublasLtHandle_t handle_ = nullptr;

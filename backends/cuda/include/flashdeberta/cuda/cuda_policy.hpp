@@ -28,6 +28,7 @@
 #include "flashdeberta/cuda/cuda_check.hpp"
 #include "flashdeberta/cuda/cuda_context.hpp"
 #include "flashdeberta/cuda/kernels/launch.hpp"
+#include "flashdeberta/cuda/training/launch.hpp"
 #include "flashdeberta/policy/concepts.hpp"
 #include "flashdeberta/policy/training_concepts.hpp"
 
@@ -330,6 +331,9 @@ class CudaPolicy {
   void adamw(AdamWArgs const& a) const;
   void fill(MatrixRef const& m, float value) const;
   double sum_of_squares(float const* values, std::int64_t count) const;
+  // BatchesFloatRuns: one chunk list uploaded and one launch for all the runs (and one round trip for the sum).
+  void fill(std::span<FloatRun const> runs, float value) const;
+  double sum_of_squares(std::span<FloatRun const> runs) const;
 
  private:
   // A float32 operand rounded to the compute dtype in a buffer of its own (rows 16-byte aligned for the tensor
@@ -340,10 +344,18 @@ class CudaPolicy {
   };
   RoundedOperand rounded(MatrixRef const& m) const;
 
-  // Training's attention dropout and log-sum-exp run on the float32 kernels (eager and CUDA-core flash); the
-  // launchers refuse them in 16-bit dtypes (attention_params.cuh).
+  // The runs cut into chunks of at most kSquaresChunk elements, the list in device memory; `chunks` its length.
+  Buffer upload_chunks(std::span<FloatRun const> runs, std::int64_t& chunks) const;
+
+  // Training's float32 operands (its dropout and log-sum-exp with them) run on the float32 kernels (eager and
+  // CUDA-core flash), or under a 16-bit compute dtype on mixed precision's tensor-core forward; the launchers refuse
+  // dropout and lse with 16-bit operands (attention_params.cuh).
   void attend(AttentionArgs const& a, cuda_kernels::ByDiffTables const& prepared) const {
     context_->activate();
+    if (cuda_kernels::attention_forward_mixed_applies(a, context_->limits, compute_dtype())) {
+      attend_mixed_precision(a);
+      return;
+    }
     if (a.impl == AttentionImpl::kEager) {
       cuda_kernels::attention_eager(a, context_->limits, stream());
       return;
@@ -355,6 +367,11 @@ class CudaPolicy {
     if (bytes > 0) workspace = allocate(static_cast<std::int64_t>((bytes + 3) / 4), DType::kI32);
     cuda_kernels::attention_flash(a, context_->limits, prepared, stream(), workspace.data());
   }
+
+  // Defined in cuda_training_ops.hpp: the tensor-core forward of float32 operands (training under bf16 / fp16), and
+  // the per-head position tables it and the backward gather from.
+  void attend_mixed_precision(AttentionArgs const& a) const;
+  void project_pair_tables(AttentionArgs const& a, float* c2p_all, float* p2c_all) const;
 
   void require_not_capturing(char const* operation) const {
     FLASHDEBERTA_REQUIRE(!stream_is_capturing(), "CudaPolicy::" << operation
@@ -376,7 +393,8 @@ class CudaPolicy {
 static_assert(ExecutionPolicy<CudaPolicy>);
 static_assert(ReportsAvailableMemory<CudaPolicy> && ReportsAttentionWorkspace<CudaPolicy> &&
               PreparesRelativeTables<CudaPolicy>);
-static_assert(TrainingPolicy<CudaPolicy> && ReportsAttentionBackwardWorkspace<CudaPolicy>);
+static_assert(TrainingPolicy<CudaPolicy> && ReportsAttentionBackwardWorkspace<CudaPolicy> &&
+              BatchesFloatRuns<CudaPolicy>);
 
 }  // namespace flashdeberta
 

@@ -220,9 +220,11 @@ inline void CudaPolicy::disentangled_attention_backward(AttentionBackwardArgs co
     if (given) next += band;
     return taken;
   };
+  float* const c2p_all = take(c2p);
+  float* const p2c_all = take(p2c);
   cuda_kernels::AttentionBackwardBuffers buffers;
-  buffers.c2p_all = take(c2p);
-  buffers.p2c_all = take(p2c);
+  buffers.c2p_all = c2p_all;
+  buffers.p2c_all = p2c_all;
   float* const bands = next;
   buffers.band_c2p = take(c2p);
   buffers.band_p2c = take(p2c);
@@ -236,19 +238,7 @@ inline void CudaPolicy::disentangled_attention_backward(AttentionBackwardArgs co
   auto const band_of = [&](float const* all, std::int64_t h) {
     return f32_view(all, h * span2, tokens, span2, heads * span2);
   };
-  using Product = cuda_detail::CublasLtGemm::Product;
-  cuda_detail::CublasLtGemm& gemm = *context_->gemm;
-  for (std::int64_t h = 0; h < heads; ++h) {
-    if (c2p)
-      gemm.run(
-          Product{.a = head(a.q, h), .b = table(a.pos_key, h), .transpose_b = true, .out = band_of(buffers.c2p_all, h)},
-          stream());
-    if (p2c)
-      gemm.run(
-          Product{
-              .a = head(a.k, h), .b = table(a.pos_query, h), .transpose_b = true, .out = band_of(buffers.p2c_all, h)},
-          stream());
-  }
+  project_pair_tables(a, c2p_all, p2c_all);
   // Scratch returned to the cache at the end of its block: later work on the stream is ordered behind its readers.
   if (a.impl == AttentionImpl::kEager) {
     Buffer const square = allocate(2 * heads * max_len * max_len, DType::kF32);
@@ -264,20 +254,74 @@ inline void CudaPolicy::disentangled_attention_backward(AttentionBackwardArgs co
     buffers.lse = buffers.row_dot + heads * tokens;
     cuda_kernels::attention_backward_flash(g, buffers, context_->limits, compute_dtype(), stream());
   }
-  for (std::int64_t h = 0; h < heads; ++h) {
-    if (c2p) {
-      MatrixRef const gc2p = band_of(buffers.band_c2p, h);
-      gemm.run(Product{.a = gc2p, .b = table(a.pos_key, h), .out = head(g.dq, h), .beta = 1.0f}, stream());
-      gemm.run(Product{.a = gc2p, .transpose_a = true, .b = head(a.q, h), .out = table(g.dpos_key, h), .beta = 1.0f},
-               stream());
-    }
-    if (p2c) {
-      MatrixRef const gp2c = band_of(buffers.band_p2c, h);
-      gemm.run(Product{.a = gp2c, .b = table(a.pos_query, h), .out = head(g.dk, h), .beta = 1.0f}, stream());
-      gemm.run(Product{.a = gp2c, .transpose_a = true, .b = head(a.k, h), .out = table(g.dpos_query, h), .beta = 1.0f},
-               stream());
-    }
+  // Each product is one strided-batched call over the heads: head h of q, k, dq, dk sits h stride columns in, of the
+  // tables h d, of the bands h span2.
+  using Product = cuda_detail::CublasLtGemm::Product;
+  auto const per_head = [&](Product product, std::int64_t stride_a, std::int64_t stride_b, std::int64_t stride_out) {
+    product.batch = heads;
+    product.batch_stride_a = stride_a;
+    product.batch_stride_b = stride_b;
+    product.batch_stride_out = stride_out;
+    context_->gemm->run(product, stream());
+  };
+  if (c2p) {
+    MatrixRef const gc2p = band_of(buffers.band_c2p, 0);
+    per_head({.a = gc2p, .b = table(a.pos_key, 0), .out = head(g.dq, 0), .beta = 1.0f}, span2, d, stride);
+    per_head({.a = gc2p, .transpose_a = true, .b = head(a.q, 0), .out = table(g.dpos_key, 0), .beta = 1.0f}, span2,
+             stride, d);
   }
+  if (p2c) {
+    MatrixRef const gp2c = band_of(buffers.band_p2c, 0);
+    per_head({.a = gp2c, .b = table(a.pos_query, 0), .out = head(g.dk, 0), .beta = 1.0f}, span2, d, stride);
+    per_head({.a = gp2c, .transpose_a = true, .b = head(a.k, 0), .out = table(g.dpos_query, 0), .beta = 1.0f}, span2,
+             stride, d);
+  }
+}
+
+// c2p_all (T, heads, 2k) = q_h . Kr_h^T and p2c_all = k_h . Qr_h^T per head h, unscaled: the position terms of every
+// pair, gathered by the flash backward and the mixed-precision forward. One strided-batched cuBLASLt product each
+// (head h of q and k sits h head_stride columns in, of the tables h d, of the outputs h 2k). Null: not wanted.
+inline void CudaPolicy::project_pair_tables(AttentionArgs const& a, float* c2p_all, float* p2c_all) const {
+  std::int64_t const tokens = a.sequences.total_tokens;
+  std::int64_t const heads = a.num_heads;
+  std::int64_t const d = a.head_size;
+  std::int64_t const span2 = !a.pos_key.empty() ? a.pos_key.rows : (!a.pos_query.empty() ? a.pos_query.rows : 0);
+  using cuda_detail::f32_view;
+  using Product = cuda_detail::CublasLtGemm::Product;
+  auto const project = [&](MatrixRef const& x, MatrixRef const& table, float* out) {
+    context_->gemm->run(Product{.a = f32_view(x.data, 0, tokens, d, x.ld),
+                                .b = f32_view(table.data, 0, table.rows, d, table.ld),
+                                .transpose_b = true,
+                                .out = f32_view(out, 0, tokens, span2, heads * span2),
+                                .batch = heads,
+                                .batch_stride_a = a.head_stride,
+                                .batch_stride_b = d,
+                                .batch_stride_out = span2},
+                        stream());
+  };
+  if (c2p_all != nullptr) project(a.q, a.pos_key, c2p_all);
+  if (p2c_all != nullptr) project(a.k, a.pos_query, p2c_all);
+}
+
+// The forward of training under a bf16 / fp16 compute dtype (training/attention_forward_mma.cuh): float32 q, k, v,
+// out and lse, 16-bit products. The position tables (2 (T, heads, 2k) floats, as the backward's) are scratch,
+// returned to the cache once the kernel that reads them is enqueued.
+inline void CudaPolicy::attend_mixed_precision(AttentionArgs const& a) const {
+  std::int64_t const tokens = a.sequences.total_tokens;
+  if (a.sequences.batch == 0 || a.sequences.max_seqlen == 0 || tokens == 0) return;
+  bool const c2p = !a.pos_key.empty();
+  bool const p2c = !a.pos_query.empty();
+  std::int64_t const span2 = c2p ? a.pos_key.rows : (p2c ? a.pos_query.rows : 0);
+  std::int64_t const band = tokens * a.num_heads * span2;
+  Buffer tables;
+  if (c2p || p2c) tables = allocate((std::int64_t{c2p} + std::int64_t{p2c}) * band, DType::kF32);
+  float* const c2p_all = c2p ? tables.as<float>() : nullptr;
+  float* const p2c_all = p2c ? tables.as<float>() + (c2p ? band : 0) : nullptr;
+  project_pair_tables(a, c2p_all, p2c_all);
+  cuda_kernels::AttentionBackwardBuffers buffers;
+  buffers.c2p_all = c2p_all;
+  buffers.p2c_all = p2c_all;
+  cuda_kernels::attention_forward_mixed(a, buffers, context_->limits, compute_dtype(), stream());
 }
 
 // Inverted dropout; element (r, c) of the view draws counter offset + r cols + c.
@@ -311,6 +355,51 @@ inline double CudaPolicy::sum_of_squares(float const* values, std::int64_t count
   std::int64_t const chunks = (count + cuda_kernels::kSquaresChunk - 1) / cuda_kernels::kSquaresChunk;
   Buffer const partial = allocate(chunks, DType::kF64);
   cuda_kernels::sum_of_squares_chunks(values, count, partial.as<double>(), stream());
+  std::vector<double> host(static_cast<std::size_t>(chunks));
+  FLASHDEBERTA_CUDA_CHECK(
+      cudaMemcpyAsync(host.data(), partial.data(), host.size() * sizeof(double), cudaMemcpyDeviceToHost, stream()));
+  FLASHDEBERTA_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  double total = 0.0;
+  for (double sum : host) total += sum;
+  return total;
+}
+
+inline CudaPolicy::Buffer CudaPolicy::upload_chunks(std::span<FloatRun const> runs, std::int64_t& chunks) const {
+  std::vector<FloatRun> list;
+  for (FloatRun const& r : runs) {
+    FLASHDEBERTA_REQUIRE(r.count >= 0 && (r.count == 0 || r.data != nullptr),
+                         "a run of " << r.count << " floats at " << static_cast<void const*>(r.data));
+    for (std::int64_t at = 0; at < r.count; at += cuda_kernels::kSquaresChunk)
+      list.push_back({r.data + at, std::min(cuda_kernels::kSquaresChunk, r.count - at)});
+  }
+  chunks = static_cast<std::int64_t>(list.size());
+  FLASHDEBERTA_REQUIRE(chunks < (std::int64_t{1} << 31), chunks << " chunks exceed one launch's grid");
+  if (chunks == 0) return {};
+  static_assert(sizeof(FloatRun) == 16, "two 8-byte words");
+  Buffer list_d = allocate(2 * chunks, DType::kI64);
+  // Pageable memory: the copy is staged before the call returns, so `list` may go.
+  FLASHDEBERTA_CUDA_CHECK(
+      cudaMemcpyAsync(list_d.data(), list.data(), list.size() * sizeof(FloatRun), cudaMemcpyHostToDevice, stream()));
+  return list_d;
+}
+
+inline void CudaPolicy::fill(std::span<FloatRun const> runs, float value) const {
+  require_not_capturing("fill of runs");  // its chunk list is uploaded from pageable memory
+  context_->activate();
+  std::int64_t chunks = 0;
+  Buffer const list = upload_chunks(runs, chunks);
+  cuda_kernels::fill_list(static_cast<FloatRun const*>(list.data()), chunks, value, stream());
+}
+
+// Each chunk's float64 sum on the device, the sums added in chunk order on the host: one round trip for all runs.
+inline double CudaPolicy::sum_of_squares(std::span<FloatRun const> runs) const {
+  require_not_capturing("sum_of_squares");
+  context_->activate();
+  std::int64_t chunks = 0;
+  Buffer const list = upload_chunks(runs, chunks);
+  if (chunks == 0) return 0.0;
+  Buffer const partial = allocate(chunks, DType::kF64);
+  cuda_kernels::sum_of_squares_list(static_cast<FloatRun const*>(list.data()), chunks, partial.as<double>(), stream());
   std::vector<double> host(static_cast<std::size_t>(chunks));
   FLASHDEBERTA_CUDA_CHECK(
       cudaMemcpyAsync(host.data(), partial.data(), host.size() * sizeof(double), cudaMemcpyDeviceToHost, stream()));

@@ -190,6 +190,28 @@ struct OwnedBand {
   float* band = nullptr;
 };
 
+// A walking lane's open run of its band row: the slot it is summing and the sum so far. With positions that increase
+// along the sequence (no holes: the kernels check AttentionParams::contiguous), a row's slots are monotone in the
+// swept index across the whole sweep (relative_position.hpp: slots are monotone in the distance), so each slot is one
+// run: it is stored once, when the run ends, into the zeroed band, with no read of global memory. A global
+// read-modify-write per run would put an L2 round trip on the walk's critical path for every slot.
+struct BandRun {
+  int slot = -1;
+  float sum = 0.0f;
+
+  __device__ __forceinline__ void add(float* band, int s, float value) {
+    if (s != slot) {
+      if (slot >= 0) band[slot] = sum;
+      slot = s;
+      sum = 0.0f;
+    }
+    sum += value;
+  }
+  __device__ __forceinline__ void finish(float* band) const {
+    if (slot >= 0) band[slot] = sum;
+  }
+};
+
 // The step's band sums of this warp's 16 owned rows added to their band rows in global memory (each row's band has
 // this CTA as its only writer: no atomics). ds: the warp's dS / scale (accumulator layout); ds_s: the CTA's staging,
 // of which the warp uses its own 16 rows only (__syncwarp orders it). quad[rr]: owned row g + 8 rr of the warp; mine:
@@ -199,11 +221,16 @@ struct OwnedBand {
 //     differences), else -1;  slot(pos, c): the slot of swept column c.
 // A single-slot row adds its row sum (its quad's 64 values in a fixed order); the other rows are walked by one lane
 // each in swept order, adding each run of equal slots at once: the same bits every run.
+//
+// run (non-null: monotone slots, BandRun) carries lane l < 16's open run of owned row l across steps: single-slot rows
+// join it with the row sum fetched from their quad, walked rows run by run, and the caller stores the last run with
+// run->finish. Else every run is added to global memory at once.
 template <class Tr, class Single, class Slot>
 __device__ __forceinline__ void add_band_step(float const (&ds)[Tr::kSweepTiles][4], float* ds_s, int warp, int lane,
                                               OwnedBand const (&quad)[2], OwnedBand const& mine, Single const& single,
-                                              Slot const& slot) {
+                                              Slot const& slot, BandRun* run) {
   int const g = lane / 4, t = lane % 4;
+  float row_sums[2];
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     float sum = 0.0f;
@@ -211,12 +238,19 @@ __device__ __forceinline__ void add_band_step(float const (&ds)[Tr::kSweepTiles]
     for (int nt = 0; nt < Tr::kSweepTiles; ++nt) sum += ds[nt][2 * rr] + ds[nt][2 * rr + 1];
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    if (quad[rr].valid && t == 0) {
+    row_sums[rr] = sum;
+    if (run == nullptr && quad[rr].valid && t == 0) {
       int const s = single(quad[rr].pos);
       if (s >= 0) quad[rr].band[s] += sum;
     }
   }
-  bool const walk = lane < 16 && mine.valid && single(mine.pos) < 0;
+  int const mine_single = single(mine.pos);
+  if (run != nullptr) {  // owned row l = lane % 16 is row l % 8 of quad l % 8, its half l / 8
+    float const half0 = __shfl_sync(0xffffffffu, row_sums[0], 4 * (lane % 8));
+    float const half1 = __shfl_sync(0xffffffffu, row_sums[1], 4 * (lane % 8));
+    if (lane < 16 && mine.valid && mine_single >= 0) run->add(mine.band, mine_single, lane < 8 ? half0 : half1);
+  }
+  bool const walk = lane < 16 && mine.valid && mine_single < 0;
   if (!__any_sync(0xffffffffu, walk)) return;
   float* const rows = ds_s + 16 * warp * Tr::kBandLd;
 #pragma unroll
@@ -226,9 +260,17 @@ __device__ __forceinline__ void add_band_step(float const (&ds)[Tr::kSweepTiles]
       *reinterpret_cast<float2*>(rows + (g + 8 * rr) * Tr::kBandLd + 8 * nt + 2 * t) =
           make_float2(ds[nt][2 * rr], ds[nt][2 * rr + 1]);
   __syncwarp();
-  if (walk) {
+  if (walk && run != nullptr) {
     float const* row = rows + lane * Tr::kBandLd;
-    int run = slot(mine.pos, 0);
+    for (int c4 = 0; c4 < Tr::kBlockSweep; c4 += 4) {
+      float4 const v = *reinterpret_cast<float4 const*>(row + c4);
+      float const vs[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) run->add(mine.band, slot(mine.pos, c4 + e), vs[e]);
+    }
+  } else if (walk) {
+    float const* row = rows + lane * Tr::kBandLd;
+    int open = slot(mine.pos, 0);
     float sum = 0.0f;
     for (int c4 = 0; c4 < Tr::kBlockSweep; c4 += 4) {
       float4 const v = *reinterpret_cast<float4 const*>(row + c4);
@@ -236,15 +278,15 @@ __device__ __forceinline__ void add_band_step(float const (&ds)[Tr::kSweepTiles]
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         int const s = slot(mine.pos, c4 + e);
-        if (s != run) {
-          mine.band[run] += sum;
-          run = s;
+        if (s != open) {
+          mine.band[open] += sum;
+          open = s;
           sum = 0.0f;
         }
         sum += vs[e];
       }
     }
-    mine.band[run] += sum;
+    mine.band[open] += sum;
   }
   __syncwarp();  // the next step's staging overwrites the rows only after every lane has read them
 }

@@ -23,6 +23,10 @@ void add_column_sums(MatrixRef const& m, float* sums, cudaStream_t stream);
 void layer_norm_backward(LayerNormBackwardArgs const& n, double* stats, cudaStream_t stream);
 inline constexpr std::int64_t kSquaresChunk = std::int64_t{1} << 14;
 void sum_of_squares_chunks(float const* values, std::int64_t count, double* partial, cudaStream_t stream);
+// A list of `count` chunks (device memory, each at most kSquaresChunk elements; CudaPolicy cuts the runs of
+// BatchesFloatRuns into them): sum_of_squares_list as sum_of_squares_chunks per chunk; fill_list sets every element.
+void sum_of_squares_list(FloatRun const* chunks, std::int64_t count, double* partial, cudaStream_t stream);
+void fill_list(FloatRun const* chunks, std::int64_t count, float value, cudaStream_t stream);
 
 // training/elementwise.cuh: one thread per element, each reading its inputs before it writes (out may alias them).
 void activation(ActivationArgs const& a, cudaStream_t stream);
@@ -69,5 +73,13 @@ void attention_backward_eager(AttentionBackwardArgs const& g, AttentionBackwardB
                               DeviceLimits const& limits, cudaStream_t stream);
 void attention_backward_flash(AttentionBackwardArgs const& g, AttentionBackwardBuffers const& buffers,
                               DeviceLimits const& limits, DType products, cudaStream_t stream);
+
+// Mixed-precision training's flash forward (training/attention_forward_mma.cuh): float32 operands, output and lse (if
+// asked), dropout, products in `products` (BF16 or F16) on tensor cores; the position terms gathered from
+// buffers.c2p_all and p2c_all, which the caller projects as for the backward. applies: 16-bit products, float32
+// operands, flash, sm_80+ code, head sizes up to 64; else the caller runs the float32 kernels.
+bool attention_forward_mixed_applies(AttentionArgs const& a, DeviceLimits const& limits, DType products);
+void attention_forward_mixed(AttentionArgs const& a, AttentionBackwardBuffers const& buffers,
+                             DeviceLimits const& limits, DType products, cudaStream_t stream);
 
 }  // namespace flashdeberta::cuda_kernels

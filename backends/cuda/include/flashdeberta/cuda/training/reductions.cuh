@@ -141,7 +141,38 @@ __global__ void __launch_bounds__(kSquaresThreads)
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
 }
 
+// partial[c] = the float64 sum of squares of chunk c of a list (FloatRun each, at most kSquaresChunk elements), as
+// sum_of_squares_kernel sums one chunk. One block per chunk.
+__global__ void __launch_bounds__(kSquaresThreads) sum_of_squares_list_kernel(FloatRun const* chunks, double* partial) {
+  __shared__ double scratch[32];
+  FloatRun const chunk = chunks[blockIdx.x];
+  double sum = 0.0;
+  for (std::int64_t i = threadIdx.x; i < chunk.count; i += kSquaresThreads)
+    sum += static_cast<double>(chunk.data[i]) * static_cast<double>(chunk.data[i]);
+  double const total = block_sum_double(sum, scratch);
+  if (threadIdx.x == 0) partial[blockIdx.x] = total;
+}
+
+// Every element of every chunk of the list = value. One block per chunk.
+__global__ void __launch_bounds__(kSquaresThreads) fill_list_kernel(FloatRun const* chunks, float value) {
+  FloatRun const chunk = chunks[blockIdx.x];
+  for (std::int64_t i = threadIdx.x; i < chunk.count; i += kSquaresThreads) chunk.data[i] = value;
+}
+
 }  // namespace training
+
+void sum_of_squares_list(FloatRun const* chunks, std::int64_t count, double* partial, cudaStream_t stream) {
+  if (count == 0) return;
+  training::sum_of_squares_list_kernel<<<static_cast<unsigned>(count), training::kSquaresThreads, 0, stream>>>(chunks,
+                                                                                                               partial);
+  FLASHDEBERTA_CUDA_CHECK_LAUNCH();
+}
+
+void fill_list(FloatRun const* chunks, std::int64_t count, float value, cudaStream_t stream) {
+  if (count == 0) return;
+  training::fill_list_kernel<<<static_cast<unsigned>(count), training::kSquaresThreads, 0, stream>>>(chunks, value);
+  FLASHDEBERTA_CUDA_CHECK_LAUNCH();
+}
 
 void add_column_sums(MatrixRef const& m, float* sums, cudaStream_t stream) {
   if (m.cols == 0) return;
