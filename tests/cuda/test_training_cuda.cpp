@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <span>
 #include <sstream>
@@ -138,6 +139,61 @@ TEST_CASE("cuda training: the 16-bit flash backward falls back to the float32 ke
     }
     INFO("head size ", d);
     if (d <= 64) CHECK(mixed[0] == mixed[1]);
+  }
+}
+
+// The tensor-core passes' tiles from FLASHDEBERTA_BWD_* (and the per-pass FLASHDEBERTA_BWD_Q_*, _KV_*): every compiled
+// BLOCK_M runs the bf16 cases within their bound, the two passes apart too; a partial group, a value not compiled and
+// NUM_WARPS other than BLOCK_M / 16 are refused by name at the backward.
+namespace {
+struct TileEnvironment {
+  std::vector<std::string> names;
+  void set(std::string const& group, int block_m, int block_n, int stages, int warps) {
+    std::pair<char const*, int> const fields[] = {
+        {"_BLOCK_M", block_m}, {"_BLOCK_N", block_n}, {"_NUM_STAGES", stages}, {"_NUM_WARPS", warps}};
+    for (auto const& [field, value] : fields) {
+      if (value == 0) continue;  // left unset: a partial group
+      names.push_back(group + field);
+      setenv(names.back().c_str(), std::to_string(value).c_str(), 1);
+    }
+  }
+  ~TileEnvironment() {
+    for (std::string const& name : names) unsetenv(name.c_str());
+  }
+};
+}  // namespace
+
+TEST_CASE("cuda training: the tensor-core backward's tiles from FLASHDEBERTA_BWD_*") {
+  Policy const p(fd::CudaOptions{.dtype = fd::DType::kBF16});
+  double const bound = 20.0 * 0x1p-9;
+  for (int block_m : {32, 128}) {
+    TileEnvironment env;
+    env.set("FLASHDEBERTA_BWD", block_m, 64, 1, block_m / 16);
+    INFO("FLASHDEBERTA_BWD_BLOCK_M=", block_m);
+    fd::attention_tests::run_attention_backward_cases(p, {64}, bound);
+  }
+  {
+    TileEnvironment env;
+    env.set("FLASHDEBERTA_BWD_Q", 128, 64, 1, 8);
+    env.set("FLASHDEBERTA_BWD_KV", 32, 64, 1, 2);
+    INFO("row pass 128, column pass 32");
+    fd::attention_tests::run_attention_dropout_cases(p, bound);
+  }
+  struct Refusal {
+    char const* group;
+    int block_m, block_n, stages, warps;
+    char const* names;
+  };
+  for (Refusal const& r : {Refusal{"FLASHDEBERTA_BWD", 64, 64, 1, 8, "NUM_WARPS 4, not 8"},
+                           Refusal{"FLASHDEBERTA_BWD_KV", 64, 32, 1, 4, "FLASHDEBERTA_BWD_KV_BLOCK_N=32"},
+                           Refusal{"FLASHDEBERTA_BWD_Q", 64, 64, 2, 4, "FLASHDEBERTA_BWD_Q_NUM_STAGES=2"},
+                           Refusal{"FLASHDEBERTA_BWD", 64, 64, 0, 4, "FLASHDEBERTA_BWD_NUM_STAGES too"}}) {
+    TileEnvironment env;
+    env.set(r.group, r.block_m, r.block_n, r.stages, r.warps);
+    Spec s;
+    s.head_size = 64;
+    AttentionCase<Policy> c(p, s);
+    CHECK_THROWS_WITH_AS(c.run(fd::AttentionImpl::kFlash, false), doctest::Contains(r.names), fd::Error);
   }
 }
 

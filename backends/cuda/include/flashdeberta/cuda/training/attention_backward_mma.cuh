@@ -28,22 +28,27 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <set>
+#include <string>
 
 #include "flashdeberta/cuda/attention/attention_params.cuh"
 #include "flashdeberta/cuda/training/attention_backward_common.cuh"
 #include "flashdeberta/cuda/training/attention_backward_mma_columns.cuh"
 #include "flashdeberta/cuda/training/attention_backward_mma_common.cuh"
 #include "flashdeberta/cuda/training/attention_backward_mma_rows.cuh"
+#include "flashdeberta/policy/tile_config.hpp"
 
 namespace flashdeberta::cuda_kernels::training {
 
 // The tensor-core passes' preconditions: 16-bit products asked for (the policy's compute dtype), sm_80+ code (the
 // device's, not older PTX: the kernels are compiled out below sm_80), head sizes up to 64 (zero-padded) and room for
-// the shared-memory plan; with or without the forward's lse (unused: the row pass forms its own into buffers.lse,
-// which the caller therefore always provides). Else the float32 kernels.
+// the smallest shared-memory plan; with or without the forward's lse (unused: the row pass forms its own into
+// buffers.lse, which the caller therefore always provides). Else the float32 kernels.
 inline bool mma_backward_applies(AttentionBackwardArgs const& g, DeviceLimits const& limits, DType products) {
   return (products == DType::kBF16 || products == DType::kF16) && limits.compute_capability >= 80 &&
-         g.forward.head_size <= 64 && MmaBackwardTraits<__half>::is_valid(limits.max_smem_per_block);
+         g.forward.head_size <= 64 && MmaBackwardTraits<__half, 32>::is_valid(limits.max_smem_per_block);
 }
 
 // Which operands the staging may read as float4: 16-byte aligned data, row strides and head offsets.
@@ -55,28 +60,88 @@ inline MmaBackwardLoads mma_backward_loads(BackwardParams const& b) {
           vector(b.p.v, b.p.v_ld, b.p.head_stride), vector(b.dout, b.dout_ld, b.p.head_size)};
 }
 
+// The tile configurations the passes are compiled for (TileChoices, policy/tile_config.hpp): BLOCK_M owned rows of
+// 32, 64 or 128 with one warp per 16 of them, BLOCK_N 64 swept rows, one stage (each step's tiles are staged, then
+// used). The default, 64 rows and 4 warps, keeps two CTAs of the 255-register passes on an SM.
+inline TileChoices mma_backward_choices() { return {{32, 64, 128}, {64}, {1}, {2, 4, 8}}; }
+inline constexpr TileConfig kMmaBackwardDefault{64, 64, 1, 4};
+
+template <class T>
+std::size_t mma_backward_smem(TileConfig const& c) {
+  switch (c.block_m) {
+    case 32:
+      return MmaBackwardTraits<T, 32>::kSmemBytes;
+    case 128:
+      return MmaBackwardTraits<T, 128>::kSmemBytes;
+    default:
+      return MmaBackwardTraits<T, 64>::kSmemBytes;
+  }
+}
+
+// A shrink's note, once per process for each distinct text: a training run launches the passes thousands of times.
+inline void note_once(std::string const& text) {
+  static std::mutex mutex;
+  static std::set<std::string> noted;
+  std::lock_guard<std::mutex> const lock(mutex);
+  if (noted.insert(text).second) std::fprintf(stderr, "%s\n", text.c_str());
+}
+
+// One pass's tiles: FLASHDEBERTA_BWD_Q_* (the row pass, dQ) or FLASHDEBERTA_BWD_KV_* (the column pass, dK and dV)
+// over FLASHDEBERTA_BWD_*, else the default; refused when a group is partial, a value is not compiled or NUM_WARPS is
+// not BLOCK_M / 16; shrunk, with a note, to the device's shared memory.
+template <class T>
+TileConfig mma_backward_tiles(char const* pass, char const* group, DeviceLimits const& limits) {
+  TileChoices const choices = mma_backward_choices();
+  TileConfig c = tile_override(group, "FLASHDEBERTA_BWD", choices).value_or(kMmaBackwardDefault);
+  FLASHDEBERTA_REQUIRE(c.num_warps * 16 == c.block_m, "the tensor-core attention backward's "
+                                                          << pass << " runs one warp per 16 rows: BLOCK_M " << c.block_m
+                                                          << " takes NUM_WARPS " << c.block_m / 16 << ", not "
+                                                          << c.num_warps << " (" << group << "_* or FLASHDEBERTA_BWD_*)");
+  c = fit_shared_memory(std::string("the tensor-core attention backward's ") + pass, c, choices, mma_backward_smem<T>,
+                        limits.max_smem_per_block, note_once);
+  c.num_warps = c.block_m / 16;  // a shrunk BLOCK_M takes its warps along
+  return c;
+}
+
+template <class Traits, class Kernel>
+void launch_mma_pass(Kernel* kernel, AttentionArgs const& a, BackwardParams const& params, MmaBackwardLoads loads,
+                     cudaStream_t stream) {
+  allow_shared_memory(kernel, Traits::kSmemBytes);
+  kernel<<<attention_grid(a, Traits::kBlockOwned), Traits::kThreads, Traits::kSmemBytes, stream>>>(params, loads);
+  FLASHDEBERTA_CUDA_CHECK_LAUNCH();
+}
+
+// fn.template operator()<Traits>() for the traits of c.block_m.
+template <class T, class Fn>
+void dispatch_owned_rows(TileConfig const& c, Fn&& fn) {
+  switch (c.block_m) {
+    case 32:
+      fn.template operator()<MmaBackwardTraits<T, 32>>();
+      break;
+    case 128:
+      fn.template operator()<MmaBackwardTraits<T, 128>>();
+      break;
+    default:
+      fn.template operator()<MmaBackwardTraits<T, 64>>();
+  }
+}
+
 // The two passes with products in T; the column pass reads the lse and D the row pass wrote: stream order separates
-// them.
+// them. Each pass takes its own tiles (mma_backward_tiles).
 template <class T>
 void launch_mma_backward(AttentionArgs const& a, BackwardParams const& params, DeviceLimits const& limits,
                          cudaStream_t stream) {
-  using Traits = MmaBackwardTraits<T>;
-  FLASHDEBERTA_REQUIRE(Traits::is_valid(limits.max_smem_per_block), "the tensor-core attention backward needs "
-                                                                        << Traits::kSmemBytes
-                                                                        << " bytes of shared memory; the device has "
-                                                                        << limits.max_smem_per_block);
   FLASHDEBERTA_REQUIRE(params.buffers.lse != nullptr && params.buffers.row_dot != nullptr,
                        "the tensor-core attention backward needs the (heads, T) lse and D buffers");
   MmaBackwardLoads const loads = mma_backward_loads(params);
-  dim3 const grid = attention_grid(a, Traits::kBlockOwned);
-  auto* const rows = mma_backward_rows_kernel<Traits>;
-  allow_shared_memory(rows, Traits::kSmemBytes);
-  rows<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(params, loads);
-  FLASHDEBERTA_CUDA_CHECK_LAUNCH();
-  auto* const columns = mma_backward_columns_kernel<Traits>;
-  allow_shared_memory(columns, Traits::kSmemBytes);
-  columns<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(params, loads);
-  FLASHDEBERTA_CUDA_CHECK_LAUNCH();
+  TileConfig const rows = mma_backward_tiles<T>("row pass (dQ)", "FLASHDEBERTA_BWD_Q", limits);
+  TileConfig const columns = mma_backward_tiles<T>("column pass (dK, dV)", "FLASHDEBERTA_BWD_KV", limits);
+  dispatch_owned_rows<T>(rows, [&]<class Traits>() {
+    launch_mma_pass<Traits>(mma_backward_rows_kernel<Traits>, a, params, loads, stream);
+  });
+  dispatch_owned_rows<T>(columns, [&]<class Traits>() {
+    launch_mma_pass<Traits>(mma_backward_columns_kernel<Traits>, a, params, loads, stream);
+  });
 }
 
 }  // namespace flashdeberta::cuda_kernels::training

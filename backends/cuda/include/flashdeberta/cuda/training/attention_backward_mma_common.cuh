@@ -22,15 +22,16 @@
 namespace flashdeberta::cuda_kernels::training {
 
 // The tensor-core backward's traits: head sizes up to 64, zero-padded; 16-bit products of element type T (bf16 or
-// fp16). Shared memory, in bytes: four swizzled (64, 64) tiles of T (the owned side's two, q and dO or k and v, staged
+// fp16); kOwnedRows owned rows per CTA (32, 64 or 128: FLASHDEBERTA_BWD_BLOCK_M, attention_backward_mma.cuh), one warp
+// per 16. Shared memory, in bytes: four swizzled tiles of T, 64 wide (the owned side's two, q and dO or k and v, staged
 // once; the swept side's two, k and v or q and dO, per step), the step's dS / scale in float32 for the band sums (rows
 // padded to 68 floats: 16-byte aligned for the float4 reads of the band walk, and 4 banks apart so that the walk's
 // eight rows per phase hit distinct banks), and the swept side's positions, lse and D.
-template <class ElementT>
+template <class ElementT, int kOwnedRows = 64>
 struct MmaBackwardTraits {
   using Element = ElementT;
   static constexpr int kHeadDim = 64;  // the swizzled tile's width (mma.cuh)
-  static constexpr int kWarps = 4;
+  static constexpr int kWarps = kOwnedRows / 16;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kBlockOwned = 16 * kWarps;      // query rows (row pass) or keys (column pass) of a CTA
   static constexpr int kBlockSweep = 64;               // keys (row pass) or queries (column pass) per step
@@ -38,23 +39,25 @@ struct MmaBackwardTraits {
   static constexpr int kHeadTiles = kHeadDim / 8;      // n8 accumulator tiles of a warp's gradient rows
   static constexpr int kBandLd = kBlockSweep + 4;      // floats per row of the dS staging
 
-  static constexpr int kTileBytes = 64 * kHeadDim * static_cast<int>(sizeof(Element));
-  static constexpr int kOwnedAOffset = 0;                                          // (64, 64) q or k
-  static constexpr int kOwnedBOffset = kOwnedAOffset + kTileBytes;                 // (64, 64) dO or v
-  static constexpr int kSweepAOffset = kOwnedBOffset + kTileBytes;                 // (64, 64) k or q
-  static constexpr int kSweepBOffset = kSweepAOffset + kTileBytes;                 // (64, 64) v or dO
-  static constexpr int kBandOffset = kSweepBOffset + kTileBytes;                   // (BO, kBandLd) float dS / scale
+  static constexpr int kOwnedTileBytes = kBlockOwned * kHeadDim * static_cast<int>(sizeof(Element));
+  static constexpr int kSweepTileBytes = kBlockSweep * kHeadDim * static_cast<int>(sizeof(Element));
+  static constexpr int kOwnedAOffset = 0;                                          // (BO, 64) q or k
+  static constexpr int kOwnedBOffset = kOwnedAOffset + kOwnedTileBytes;            // (BO, 64) dO or v
+  static constexpr int kSweepAOffset = kOwnedBOffset + kOwnedTileBytes;            // (BS, 64) k or q
+  static constexpr int kSweepBOffset = kSweepAOffset + kSweepTileBytes;            // (BS, 64) v or dO
+  static constexpr int kBandOffset = kSweepBOffset + kSweepTileBytes;              // (BO, kBandLd) float dS / scale
   static constexpr int kPositionOffset = kBandOffset + kBlockOwned * kBandLd * 4;  // int (BS) swept positions
   static constexpr int kLseOffset = kPositionOffset + kBlockSweep * 4;             // float (BS) lse (column pass)
   static constexpr int kDotOffset = kLseOffset + kBlockSweep * 4;                  // float (BS) D (column pass)
   static constexpr std::size_t kSmemBytes = kDotOffset + kBlockSweep * 4;
 
   static_assert(sizeof(Element) == 2, "tensor-core products take 16-bit operands");
-  static_assert(kBlockOwned == 64 && kBlockSweep == 64, "the tiles are (64, 64): one swizzled layout for all four");
+  static_assert(kOwnedRows == 32 || kOwnedRows == 64 || kOwnedRows == 128, "32, 64 or 128 owned rows");
+  static_assert(kBlockSweep == 64, "64 swept rows: the position look-ups take two per lane, the dropout bits 32");
   static_assert(kBlockSweep % 16 == 0 && kHeadDim % 16 == 0, "mma k-steps are 16 wide");
   static_assert(kBandLd % 4 == 0 && (kBandLd / 4) % 2 == 1, "band rows: float4-aligned, odd in 16-byte units");
   static_assert(kBandOffset % 16 == 0 && kPositionOffset % 16 == 0, "tiles start on 16-byte boundaries");
-  static_assert(kSmemBytes <= 100 * 1024, "two CTAs fit an Ampere or Hopper SM");
+  static_assert(kSmemBytes <= 100 * 1024, "fits an Ampere or Hopper SM twice");
 
   static constexpr bool is_valid(std::size_t max_smem_per_block) { return kSmemBytes <= max_smem_per_block; }
 };
