@@ -69,6 +69,28 @@ struct BackwardParams {
   }
 };
 
+// A lane's open run of the band row it walks: the slot it is summing and the sum so far. With positions that increase
+// along the sequence (no holes: the kernels check AttentionParams::contiguous), a row's slots are monotone in the
+// swept index across the whole sweep (relative_position.hpp: slots are monotone in the distance), so each slot is one
+// run: it is stored once, when the run ends, into the zeroed band, with no read of global memory. A global
+// read-modify-write per run would put an L2 round trip on the walk's critical path for every slot.
+struct BandRun {
+  int slot = -1;
+  float sum = 0.0f;
+
+  __device__ __forceinline__ void add(float* band, int s, float value) {
+    if (s != slot) {
+      if (slot >= 0) band[slot] = sum;
+      slot = s;
+      sum = 0.0f;
+    }
+    sum += value;
+  }
+  __device__ __forceinline__ void finish(float* band) const {
+    if (slot >= 0) band[slot] = sum;
+  }
+};
+
 // D_t of head h: dO_t . O_t in float64, rounded once (a row's dS sums to zero only as far as D matches
 // sum_j P_tj dP_tj), summed by one warp: lanes along the head, then the warp's fixed tree.
 __device__ __forceinline__ float warp_row_dot(BackwardParams const& b, std::int64_t t, int h) {

@@ -168,6 +168,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_rows_kernel(Backw
   }
 
   float acc[R][C];  // dS K of the warp's rows, columns lane + 32 c
+  BandRun band_run;  // lane l < R: row row0 + l's open c2p run (contiguous positions)
 #pragma unroll
   for (int rr = 0; rr < R; ++rr)
 #pragma unroll
@@ -202,9 +203,15 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_rows_kernel(Backw
     if (p.c2p && lane < R && row0 + lane < rows) {  // the row's band: one lane per row, in key order
       int const r = row0 + lane;
       float* band = b.buffers.band_c2p + b.band_row(first + i0 + r, h);
-      for (int c = 0; c < cols; ++c) band[b.slot(qpos_s[r], kpos_s[c])] += ds_s[r * Tr::kTileLd + c];
+      if (p.contiguous) {
+        for (int c = 0; c < cols; ++c) band_run.add(band, b.slot(qpos_s[r], kpos_s[c]), ds_s[r * Tr::kTileLd + c]);
+      } else {
+        for (int c = 0; c < cols; ++c) band[b.slot(qpos_s[r], kpos_s[c])] += ds_s[r * Tr::kTileLd + c];
+      }
     }
   }
+  if (p.c2p && p.contiguous && lane < R && row0 + lane < rows)
+    band_run.finish(b.buffers.band_c2p + b.band_row(first + i0 + row0 + lane, h));
 
 #pragma unroll
   for (int rr = 0; rr < R; ++rr) {
@@ -250,6 +257,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_columns_kernel(Ba
 
   float acc_k[R][C];  // dS^T Q of the warp's keys
   float acc_v[R][C];  // (P * M)^T dO
+  BandRun band_run;    // lane l < R: key row0 + l's open p2c run (contiguous positions)
 #pragma unroll
   for (int rr = 0; rr < R; ++rr)
 #pragma unroll
@@ -308,9 +316,15 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_columns_kernel(Ba
     if (p.p2c && lane < R && row0 + lane < cols) {  // the key's band: one lane per key, in query order
       int const c = row0 + lane;
       float* band = b.buffers.band_p2c + b.band_row(first + j0 + c, h);
-      for (int i = 0; i < rows; ++i) band[b.slot(qpos_s[i], kpos_s[c])] += ds_s[c * Tr::kTileLd + i];
+      if (p.contiguous) {
+        for (int i = 0; i < rows; ++i) band_run.add(band, b.slot(qpos_s[i], kpos_s[c]), ds_s[c * Tr::kTileLd + i]);
+      } else {
+        for (int i = 0; i < rows; ++i) band[b.slot(qpos_s[i], kpos_s[c])] += ds_s[c * Tr::kTileLd + i];
+      }
     }
   }
+  if (p.p2c && p.contiguous && lane < R && row0 + lane < cols)
+    band_run.finish(b.buffers.band_p2c + b.band_row(first + j0 + row0 + lane, h));
 
 #pragma unroll
   for (int rr = 0; rr < R; ++rr) {

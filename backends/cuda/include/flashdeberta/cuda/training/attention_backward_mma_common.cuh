@@ -193,28 +193,6 @@ struct OwnedBand {
   float* band = nullptr;
 };
 
-// A walking lane's open run of its band row: the slot it is summing and the sum so far. With positions that increase
-// along the sequence (no holes: the kernels check AttentionParams::contiguous), a row's slots are monotone in the
-// swept index across the whole sweep (relative_position.hpp: slots are monotone in the distance), so each slot is one
-// run: it is stored once, when the run ends, into the zeroed band, with no read of global memory. A global
-// read-modify-write per run would put an L2 round trip on the walk's critical path for every slot.
-struct BandRun {
-  int slot = -1;
-  float sum = 0.0f;
-
-  __device__ __forceinline__ void add(float* band, int s, float value) {
-    if (s != slot) {
-      if (slot >= 0) band[slot] = sum;
-      slot = s;
-      sum = 0.0f;
-    }
-    sum += value;
-  }
-  __device__ __forceinline__ void finish(float* band) const {
-    if (slot >= 0) band[slot] = sum;
-  }
-};
-
 // The step's band sums of this warp's 16 owned rows added to their band rows in global memory (each row's band has
 // this CTA as its only writer: no atomics). ds: the warp's dS / scale (accumulator layout); ds_s: the CTA's staging,
 // of which the warp uses its own 16 rows only (__syncwarp orders it). quad[rr]: owned row g + 8 rr of the warp; mine:
