@@ -106,11 +106,20 @@ def torch_row(torch, row, b, l, repeats, device):
         config = transformers.DebertaV2Config(**{k: v for k, v in cfg.items() if k != "model_type"})
         if row.startswith("flashdeberta"):
             import flashdeberta
-            # FlashDeBERTa takes its Triton attention only where the config asks for "flash_attention_2" (its
-            # _autoset_attn_implementation, which from_pretrained runs and a plain constructor does not); left
-            # unset, its model runs HF's eager attention and times as HF does.
-            config._attn_implementation = "flash_attention_2"
-            model = flashdeberta.FlashDebertaV2ForSequenceClassification(config)
+            import flashdeberta.model as flash_model
+            # FlashDeBERTa takes its Triton attention where the config names "flash_attention_2"
+            # (DEBERTA_SELF_ATTENTION_CLASSES); left "eager", its model runs HF's eager attention and times as HF
+            # does. transformers 5 refuses "flash_attention_2" on its classes (they carry 4.x's
+            # _supports_flash_attn_2 flag, and 5 looks for the flash_attn package), so the model is built under
+            # "eager" with that entry pointed at the Triton attention, as "flash_attention_2" would select it.
+            classes = flash_model.DEBERTA_SELF_ATTENTION_CLASSES
+            eager_class = classes["eager"]
+            classes["eager"] = flash_model.FlashDisentangledSelfAttention
+            try:
+                config._attn_implementation = "eager"
+                model = flashdeberta.FlashDebertaV2ForSequenceClassification(config)
+            finally:
+                classes["eager"] = eager_class
             attention = {type(m).__name__ for m in model.modules() if m.__class__.__name__.endswith("SelfAttention")}
             if attention != {"FlashDisentangledSelfAttention"}:
                 raise BenchError(f"FlashDeBERTa's model built {sorted(attention)}, not its flash attention")
