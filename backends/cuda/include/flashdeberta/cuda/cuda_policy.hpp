@@ -196,7 +196,7 @@ class CudaPolicy {
       cuda_kernels::gemm_accumulate_f64(g, stream());
       return;
     }
-    if (rounds_product(g.a, g.b, g.out)) {
+    if (rounds_product(g.a, g.b, g.out, g.a.cols)) {
       RoundedOperand const a = rounded(g.a);
       RoundedOperand const b = rounded(g.b);
       GemmArgs r = g;
@@ -314,9 +314,13 @@ class CudaPolicy {
   // training model's activations and master weights) runs on tensor cores, its operands rounded to the compute
   // dtype and the sum accumulated and written in float32, as torch.autocast runs a linear layer (which rounds the
   // output too; this keeps it). Inference under a 16-bit dtype stores its operands in that dtype and never meets it.
-  bool rounds_product(MatrixRef const& a, MatrixRef const& b, MatrixRef const& out) const {
+  // A product summing fewer than kMinRoundedInner terms stays float32: a head's input gradient, dlogits (T, labels)
+  // . W (labels, H), gains no speed from tensor cores, and rounding dlogits breaks the cancellation of its softmax
+  // rows (each sums to zero) that the last layer's bias gradients are made of.
+  static constexpr std::int64_t kMinRoundedInner = 16;
+  bool rounds_product(MatrixRef const& a, MatrixRef const& b, MatrixRef const& out, std::int64_t inner) const {
     return compute_dtype() != DType::kF32 && a.dtype == DType::kF32 && b.dtype == DType::kF32 &&
-           out.dtype == DType::kF32;
+           out.dtype == DType::kF32 && inner >= kMinRoundedInner;
   }
 
   // Training (TrainingPolicy, training_op_args.hpp), float32 operands whatever the compute dtype (products as

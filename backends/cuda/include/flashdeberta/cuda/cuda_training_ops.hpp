@@ -45,33 +45,40 @@ inline CudaPolicy::RoundedOperand CudaPolicy::rounded(MatrixRef const& m) const 
 }
 
 // dx (M, K) = dy (M, N) . w (N, K), then dw (N, K) += dy^T . x (M, K): two cuBLASLt products (dx first, as the host
-// backends), on 16-bit operands where rounds_product says; db += column sums of dy in float64.
+// backends), each on 16-bit operands where rounds_product says (dx sums N terms, dw M); db += column sums of dy in
+// float64.
 inline void CudaPolicy::linear_backward(LinearBackwardArgs const& l) const {
   require_linear_backward_args(l);
   std::int64_t const rows = l.dy.rows;     // M
   std::int64_t const outputs = l.dy.cols;  // N
   context_->activate();
   using Product = cuda_detail::CublasLtGemm::Product;
-  bool const round = rounds_product(l.dy, l.w, l.dx.empty() ? l.dw : l.dx) && rows > 0 && outputs > 0;
+  bool const round_dx = !l.dx.empty() && rows > 0 && outputs > 0 && rounds_product(l.dy, l.w, l.dx, outputs);
+  bool const round_dw = !l.dw.empty() && rows > 0 && outputs > 0 && rounds_product(l.dy, l.x, l.dw, rows);
   RoundedOperand dy;
-  if (round) dy = rounded(l.dy);
-  MatrixRef const dy_operand = round ? dy.view : l.dy;
+  if (round_dx || round_dw) dy = rounded(l.dy);
   if (!l.dx.empty()) {
     if (outputs > 0) {
       RoundedOperand w;
-      if (round) w = rounded(l.w);
-      context_->gemm->run(
-          Product{.a = dy_operand, .b = round ? w.view : l.w, .out = l.dx, .beta = l.accumulate_dx ? 1.0f : 0.0f},
-          stream());
+      if (round_dx) w = rounded(l.w);
+      context_->gemm->run(Product{.a = round_dx ? dy.view : l.dy,
+                                  .b = round_dx ? w.view : l.w,
+                                  .out = l.dx,
+                                  .beta = l.accumulate_dx ? 1.0f : 0.0f},
+                          stream());
     } else if (!l.accumulate_dx) {
       cuda_kernels::fill(l.dx, 0.0f, stream());  // an empty sum
     }
   }
   if (!l.dw.empty() && rows > 0) {
     RoundedOperand x;
-    if (round) x = rounded(l.x);
-    context_->gemm->run(
-        Product{.a = dy_operand, .transpose_a = true, .b = round ? x.view : l.x, .out = l.dw, .beta = 1.0f}, stream());
+    if (round_dw) x = rounded(l.x);
+    context_->gemm->run(Product{.a = round_dw ? dy.view : l.dy,
+                                .transpose_a = true,
+                                .b = round_dw ? x.view : l.x,
+                                .out = l.dw,
+                                .beta = 1.0f},
+                        stream());
   }
   if (l.db != nullptr) cuda_kernels::add_column_sums(l.dy, l.db, stream());
 }
