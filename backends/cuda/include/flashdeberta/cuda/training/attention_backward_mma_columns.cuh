@@ -66,7 +66,6 @@ __global__ void __launch_bounds__(Tr::kThreads)
 
   float dk[NH][4] = {};  // (dS / scale)^T q of the warp's keys, head columns 8 nt + 2 t (+1)
   float dv[NH][4] = {};  // (P M)^T dO
-  BandRun band_run;      // lane l < 16: owned key l's open p2c run (add_band_step)
   FragmentAddresses const frag = fragment_addresses(mma_smem, warp);
   bool const dropped = p.dropout > 0.0f;
   bool const relative = p.c2p || p.p2c;
@@ -121,11 +120,12 @@ __global__ void __launch_bounds__(Tr::kThreads)
       int const sat = p.saturation;
       auto const single = [&](int pos) { return qmin - pos >= sat || qmax - pos <= -sat ? b.slot(qmin, pos) : -1; };
       auto const slot = [&](int pos, int i) { return b.slot(qpos_s[i], pos); };
-      add_band_step<Tr>(ds, ds_s, warp, lane, quad, mine, single, slot, p.contiguous ? &band_run : nullptr);
+      // the previous step's last query sits just before this step's first (contiguous positions)
+      auto const previous = [&](int pos) { return i0 > 0 ? b.slot(qpos_s[0] - 1, pos) : -1; };
+      add_band_step<Tr>(ds, ds_s, warp, lane, quad, mine, single, slot, p.contiguous, previous);
     }
   }
 
-  if (p.p2c && p.contiguous && lane < 16 && mine.valid) band_run.finish(mine.band);
   float* const dk_head = b.dk + h * p.head_stride;  // (T, *) head h of dk, dv: written
   float* const dv_head = b.dv + h * p.head_stride;
 #pragma unroll

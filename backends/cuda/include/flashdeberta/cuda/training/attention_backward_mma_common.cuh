@@ -200,39 +200,38 @@ struct OwnedBand {
 // the last valid column's slot and add nothing.
 //   single(pos): the row's one slot when every swept column of the step gives it the same one (saturated
 //     differences), else -1;  slot(pos, c): the slot of swept column c.
-// A single-slot row adds its row sum (its quad's 64 values in a fixed order); the other rows are walked by one lane
-// each in swept order, adding each run of equal slots at once: the same bits every run.
+// A single-slot row adds its row sum (its quad's 64 values in a fixed order).
 //
-// run (non-null: monotone slots, BandRun) carries lane l < 16's open run of owned row l across steps: single-slot rows
-// join it with the row sum fetched from their quad, walked rows run by run, and the caller stores the last run with
-// run->finish. Else every run is added to global memory at once.
-template <class Tr, class Single, class Slot>
+// monotone (contiguous positions): a row's slots are monotone along the whole sweep (slots are monotone in the
+// distance), so each run of equal slots is summed at once and stored, not added: only a run that continues the previous
+// step's last one (previous(pos): that run's slot, -1 on the first step) reads the band. The whole warp walks each row,
+// two columns a lane: a segmented scan over the lanes sums the runs and each run's last lane stores it, so a row's
+// stores are consecutive floats (whole sectors; a lane per row stored one float per sector, and the L2 filled every
+// partial sector from memory first). Else (holes) one lane walks each row, adding each run into the band.
+template <class Tr, class Single, class Slot, class Previous>
 __device__ __forceinline__ void add_band_step(float const (&ds)[Tr::kSweepTiles][4], float* ds_s, int warp, int lane,
                                               OwnedBand const (&quad)[2], OwnedBand const& mine, Single const& single,
-                                              Slot const& slot, BandRun* run) {
+                                              Slot const& slot, bool monotone, Previous const& previous) {
+  constexpr unsigned kAll = 0xffffffffu;
   int const g = lane / 4, t = lane % 4;
-  float row_sums[2];
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     float sum = 0.0f;
 #pragma unroll
     for (int nt = 0; nt < Tr::kSweepTiles; ++nt) sum += ds[nt][2 * rr] + ds[nt][2 * rr + 1];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    row_sums[rr] = sum;
-    if (run == nullptr && quad[rr].valid && t == 0) {
+    sum += __shfl_xor_sync(kAll, sum, 1);
+    sum += __shfl_xor_sync(kAll, sum, 2);
+    if (quad[rr].valid && t == 0) {
       int const s = single(quad[rr].pos);
-      if (s >= 0) quad[rr].band[s] += sum;
+      if (s >= 0 && (!monotone || s == previous(quad[rr].pos))) {
+        quad[rr].band[s] += sum;
+      } else if (s >= 0) {
+        quad[rr].band[s] = sum;
+      }
     }
   }
-  int const mine_single = single(mine.pos);
-  if (run != nullptr) {  // owned row l = lane % 16 is row l % 8 of quad l % 8, its half l / 8
-    float const half0 = __shfl_sync(0xffffffffu, row_sums[0], 4 * (lane % 8));
-    float const half1 = __shfl_sync(0xffffffffu, row_sums[1], 4 * (lane % 8));
-    if (lane < 16 && mine.valid && mine_single >= 0) run->add(mine.band, mine_single, lane < 8 ? half0 : half1);
-  }
-  bool const walk = lane < 16 && mine.valid && mine_single < 0;
-  if (!__any_sync(0xffffffffu, walk)) return;
+  bool const walk = lane < 16 && mine.valid && single(mine.pos) < 0;
+  if (!__any_sync(kAll, walk)) return;
   float* const rows = ds_s + 16 * warp * Tr::kBandLd;
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr)
@@ -241,13 +240,44 @@ __device__ __forceinline__ void add_band_step(float const (&ds)[Tr::kSweepTiles]
       *reinterpret_cast<float2*>(rows + (g + 8 * rr) * Tr::kBandLd + 8 * nt + 2 * t) =
           make_float2(ds[nt][2 * rr], ds[nt][2 * rr + 1]);
   __syncwarp();
-  if (walk && run != nullptr) {
-    float const* row = rows + lane * Tr::kBandLd;
-    for (int c4 = 0; c4 < Tr::kBlockSweep; c4 += 4) {
-      float4 const v = *reinterpret_cast<float4 const*>(row + c4);
-      float const vs[4] = {v.x, v.y, v.z, v.w};
+  static_assert(Tr::kBlockSweep == 64, "two swept columns a lane");
+  if (monotone) {
+    for (int r = 0; r < 16; ++r) {                            // owned row r is lane r's `mine`
+      if (__shfl_sync(kAll, walk ? 1 : 0, r) == 0) continue;  // warp-uniform
+      int const pos = __shfl_sync(kAll, mine.pos, r);
+      auto* const band = reinterpret_cast<float*>(
+          __shfl_sync(kAll, static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(mine.band)), r));
+      float2 const v = *reinterpret_cast<float2 const*>(rows + r * Tr::kBandLd + 2 * lane);
+      int const s0 = slot(pos, 2 * lane), s1 = slot(pos, 2 * lane + 1);
+      int const before = __shfl_up_sync(kAll, s1, 1);   // the previous lane's last slot
+      int const after = __shfl_down_sync(kAll, s0, 1);  // the next lane's first
+      bool const head = lane == 0 || s0 != before;      // column 2 lane starts a run
+      // The lane's last run's partial sum, and whether that run starts in this lane; the segmented scan extends
+      // each partial over the lanes before it back to its run's start.
+      float total = s1 == s0 ? v.x + v.y : v.y;
+      bool starts = s1 != s0 || head;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) run->add(mine.band, slot(mine.pos, c4 + e), vs[e]);
+      for (int offset = 1; offset < 32; offset *= 2) {
+        float const up = __shfl_up_sync(kAll, total, offset);
+        bool const up_starts = __shfl_up_sync(kAll, starts ? 1 : 0, offset) != 0;
+        if (lane >= offset) {
+          if (!starts) total += up;
+          starts = starts || up_starts;
+        }
+      }
+      float carry = __shfl_up_sync(kAll, total, 1);  // the run that flows into column 2 lane, summed so far
+      if (head) carry = 0.0f;
+      int const first = __shfl_sync(kAll, s0, 0);
+      int const continued = previous(pos);
+      auto const put = [&](int s, float x) {
+        if (s == first && s == continued) {
+          band[s] += x;
+        } else {
+          band[s] = x;
+        }
+      };
+      if (s0 != s1) put(s0, carry + v.x);             // a run ends at column 2 lane
+      if (lane == 31 || s1 != after) put(s1, total);  // and at column 2 lane + 1
     }
   } else if (walk) {
     float const* row = rows + lane * Tr::kBandLd;

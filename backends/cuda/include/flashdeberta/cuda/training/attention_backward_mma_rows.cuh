@@ -163,7 +163,6 @@ __global__ void __launch_bounds__(Tr::kThreads)
   }
 
   float dq[NH][4] = {};  // (dS / scale) k of the warp's rows, head columns 8 nt + 2 t (+1)
-  BandRun band_run;      // lane l < 16: owned row l's open c2p run (add_band_step)
   for (int j0 = 0; j0 < length; j0 += BS) {
     int const cols = min(BS, length - j0);
     stage_keys(j0, cols);
@@ -190,11 +189,12 @@ __global__ void __launch_bounds__(Tr::kThreads)
       int const sat = p.saturation;
       auto const single = [&](int pos) { return pos - kmax >= sat || pos - kmin <= -sat ? b.slot(pos, kmin) : -1; };
       auto const slot = [&](int pos, int c) { return b.slot(pos, kpos_s[c]); };
-      add_band_step<Tr>(ds, ds_s, warp, lane, quad, mine, single, slot, p.contiguous ? &band_run : nullptr);
+      // the previous step's last key sits just before this step's first (contiguous positions)
+      auto const previous = [&](int pos) { return j0 > 0 ? b.slot(pos, kpos_s[0] - 1) : -1; };
+      add_band_step<Tr>(ds, ds_s, warp, lane, quad, mine, single, slot, p.contiguous, previous);
     }
   }
 
-  if (p.c2p && p.contiguous && lane < 16 && mine.valid) band_run.finish(mine.band);
   float* const dq_head = b.dq + h * p.head_stride;  // (T, *) head h of dq: written
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
