@@ -347,6 +347,7 @@ class CudaPolicy {
     MatrixRef view;
   };
   RoundedOperand rounded(MatrixRef const& m) const;
+  MatrixRef rounded_heads(MatrixRef const& head0, std::int64_t heads, std::int64_t stride, RoundedOperand& keep) const;
 
   // The runs cut into chunks of at most kSquaresChunk elements, the list in device memory; `chunks` its length.
   Buffer upload_chunks(std::span<FloatRun const> runs, std::int64_t& chunks) const;
@@ -375,7 +376,7 @@ class CudaPolicy {
   // Defined in cuda_training_ops.hpp: the tensor-core forward of float32 operands (training under bf16 / fp16), and
   // the per-head position tables it and the backward gather from.
   void attend_mixed_precision(AttentionArgs const& a) const;
-  void project_pair_tables(AttentionArgs const& a, float* c2p_all, float* p2c_all) const;
+  void project_pair_tables(AttentionArgs const& a, float* c2p_all, float* p2c_all, bool tensor_cores) const;
 
   void require_not_capturing(char const* operation) const {
     FLASHDEBERTA_REQUIRE(!stream_is_capturing(), "CudaPolicy::" << operation

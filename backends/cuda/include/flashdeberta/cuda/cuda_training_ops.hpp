@@ -245,7 +245,11 @@ inline void CudaPolicy::disentangled_attention_backward(AttentionBackwardArgs co
   auto const band_of = [&](float const* all, std::int64_t h) {
     return f32_view(all, h * span2, tokens, span2, heads * span2);
   };
-  project_pair_tables(a, c2p_all, p2c_all);
+  // The tensor-core passes (training/attention_backward_mma.cuh) gather these tables as the mixed-precision forward
+  // did: made from the same rounded operands.
+  bool const tensor_cores = a.impl == AttentionImpl::kFlash &&
+                            cuda_kernels::attention_backward_mixed_applies(g, context_->limits, compute_dtype());
+  project_pair_tables(a, c2p_all, p2c_all, tensor_cores);
   // Scratch returned to the cache at the end of its block: later work on the stream is ordered behind its readers.
   if (a.impl == AttentionImpl::kEager) {
     Buffer const square = allocate(2 * heads * max_len * max_len, DType::kF32);
@@ -262,7 +266,8 @@ inline void CudaPolicy::disentangled_attention_backward(AttentionBackwardArgs co
     cuda_kernels::attention_backward_flash(g, buffers, context_->limits, compute_dtype(), stream());
   }
   // Each product is one strided-batched call over the heads: head h of q, k, dq, dk sits h stride columns in, of the
-  // tables h d, of the bands h span2.
+  // tables h d, of the bands h span2. Where the tensor-core passes ran, their operands are rounded as autocast rounds
+  // these matmuls (each block of heads once; rounds_product: not a product of fewer than 16 terms).
   using Product = cuda_detail::CublasLtGemm::Product;
   auto const per_head = [&](Product product, std::int64_t stride_a, std::int64_t stride_b, std::int64_t stride_out) {
     product.batch = heads;
@@ -271,33 +276,58 @@ inline void CudaPolicy::disentangled_attention_backward(AttentionBackwardArgs co
     product.batch_stride_out = stride_out;
     context_->gemm->run(product, stream());
   };
-  if (c2p) {
-    MatrixRef const gc2p = band_of(buffers.band_c2p, 0);
-    per_head({.a = gc2p, .b = table(a.pos_key, 0), .out = head(g.dq, 0), .beta = 1.0f}, span2, d, stride);
-    per_head({.a = gc2p, .transpose_a = true, .b = head(a.q, 0), .out = table(g.dpos_key, 0), .beta = 1.0f}, span2,
-             stride, d);
-  }
-  if (p2c) {
-    MatrixRef const gp2c = band_of(buffers.band_p2c, 0);
-    per_head({.a = gp2c, .b = table(a.pos_query, 0), .out = head(g.dk, 0), .beta = 1.0f}, span2, d, stride);
-    per_head({.a = gp2c, .transpose_a = true, .b = head(a.k, 0), .out = table(g.dpos_query, 0), .beta = 1.0f}, span2,
-             stride, d);
-  }
+  bool const round_table = tensor_cores && rounds_product(a.q, a.q, a.q, span2);   // dq += band . Kr: 2k terms
+  bool const round_input = tensor_cores && rounds_product(a.q, a.q, a.q, tokens);  // dKr += band^T . q: T terms
+  auto const band_products = [&](float const* all, MatrixRef const& table_head0, MatrixRef const& input_head0,
+                                 MatrixRef const& dinput_head0, MatrixRef const& dtable_head0) {
+    MatrixRef const band32 = band_of(all, 0);
+    RoundedOperand band16, table16, input16;
+    MatrixRef const band16_view =
+        round_table || round_input ? rounded_heads(band32, heads, span2, band16) : MatrixRef{};
+    per_head({.a = round_table ? band16_view : band32,
+              .b = round_table ? rounded_heads(table_head0, heads, d, table16) : table_head0,
+              .out = dinput_head0,
+              .beta = 1.0f},
+             span2, d, stride);
+    per_head({.a = round_input ? band16_view : band32,
+              .transpose_a = true,
+              .b = round_input ? rounded_heads(input_head0, heads, stride, input16) : input_head0,
+              .out = dtable_head0,
+              .beta = 1.0f},
+             span2, stride, d);
+  };
+  if (c2p) band_products(buffers.band_c2p, table(a.pos_key, 0), head(a.q, 0), head(g.dq, 0), table(g.dpos_key, 0));
+  if (p2c) band_products(buffers.band_p2c, table(a.pos_query, 0), head(a.k, 0), head(g.dk, 0), table(g.dpos_query, 0));
+}
+
+// The block of `heads` heads whose head 0 is `head0` (side by side, `stride` columns apart) rounded to the compute
+// dtype in one copy, kept alive by `keep`; returns the copy's head 0 (the batch strides stay those of the block).
+inline MatrixRef CudaPolicy::rounded_heads(MatrixRef const& head0, std::int64_t heads, std::int64_t stride,
+                                           RoundedOperand& keep) const {
+  keep = rounded({head0.data, DType::kF32, head0.rows, (heads - 1) * stride + head0.cols, head0.ld});
+  return {keep.view.data, keep.view.dtype, head0.rows, head0.cols, keep.view.ld};
 }
 
 // c2p_all (T, heads, 2k) = q_h . Kr_h^T and p2c_all = k_h . Qr_h^T per head h, unscaled: the position terms of every
 // pair, gathered by the flash backward and the mixed-precision forward. One strided-batched cuBLASLt product each
 // (head h of q and k sits h head_stride columns in, of the tables h d, of the outputs h 2k). Null: not wanted.
-inline void CudaPolicy::project_pair_tables(AttentionArgs const& a, float* c2p_all, float* p2c_all) const {
+// tensor_cores (the kernels that gather them run on tensor cores): q, k and the tables rounded to the compute dtype,
+// as autocast runs these matmuls; the tables float32 either way.
+inline void CudaPolicy::project_pair_tables(AttentionArgs const& a, float* c2p_all, float* p2c_all,
+                                            bool tensor_cores) const {
   std::int64_t const tokens = a.sequences.total_tokens;
   std::int64_t const heads = a.num_heads;
   std::int64_t const d = a.head_size;
   std::int64_t const span2 = !a.pos_key.empty() ? a.pos_key.rows : (!a.pos_query.empty() ? a.pos_query.rows : 0);
   using cuda_detail::f32_view;
   using Product = cuda_detail::CublasLtGemm::Product;
+  bool const round = tensor_cores && rounds_product(a.q, a.q, a.q, d);  // d terms
   auto const project = [&](MatrixRef const& x, MatrixRef const& table, float* out) {
-    context_->gemm->run(Product{.a = f32_view(x.data, 0, tokens, d, x.ld),
-                                .b = f32_view(table.data, 0, table.rows, d, table.ld),
+    MatrixRef const x32 = f32_view(x.data, 0, tokens, d, x.ld);
+    MatrixRef const table32 = f32_view(table.data, 0, table.rows, d, table.ld);
+    RoundedOperand x16, table16;
+    context_->gemm->run(Product{.a = round ? rounded_heads(x32, heads, a.head_stride, x16) : x32,
+                                .b = round ? rounded_heads(table32, heads, d, table16) : table32,
                                 .transpose_b = true,
                                 .out = f32_view(out, 0, tokens, span2, heads * span2),
                                 .batch = heads,
@@ -324,7 +354,7 @@ inline void CudaPolicy::attend_mixed_precision(AttentionArgs const& a) const {
   if (c2p || p2c) tables = allocate((std::int64_t{c2p} + std::int64_t{p2c}) * band, DType::kF32);
   float* const c2p_all = c2p ? tables.as<float>() : nullptr;
   float* const p2c_all = p2c ? tables.as<float>() + (c2p ? band : 0) : nullptr;
-  project_pair_tables(a, c2p_all, p2c_all);
+  project_pair_tables(a, c2p_all, p2c_all, /*tensor_cores=*/true);
   cuda_kernels::AttentionBackwardBuffers buffers;
   buffers.c2p_all = c2p_all;
   buffers.p2c_all = p2c_all;

@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_rows_kernel(Backw
     }
   }
 
-  float acc[R][C];  // dS K of the warp's rows, columns lane + 32 c
+  float acc[R][C];   // dS K of the warp's rows, columns lane + 32 c
   BandRun band_run;  // lane l < R: row row0 + l's open c2p run (contiguous positions)
 #pragma unroll
   for (int rr = 0; rr < R; ++rr)
@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(Tr::kThreads) flash_backward_columns_kernel(Ba
 
   float acc_k[R][C];  // dS^T Q of the warp's keys
   float acc_v[R][C];  // (P * M)^T dO
-  BandRun band_run;    // lane l < R: key row0 + l's open p2c run (contiguous positions)
+  BandRun band_run;   // lane l < R: key row0 + l's open p2c run (contiguous positions)
 #pragma unroll
   for (int rr = 0; rr < R; ++rr)
 #pragma unroll
@@ -348,6 +348,10 @@ namespace flashdeberta::cuda_kernels {
 
 // The flash backward's one run-time -> compile-time dispatch: the products' type (bf16 or fp16 on the tensor-core
 // passes of attention_backward_mma.cuh where mma_backward_applies, else float32) and, in float32, the padded head size.
+bool attention_backward_mixed_applies(AttentionBackwardArgs const& g, DeviceLimits const& limits, DType products) {
+  return training::mma_backward_applies(g, limits, products);
+}
+
 void attention_backward_flash(AttentionBackwardArgs const& g, AttentionBackwardBuffers const& buffers,
                               DeviceLimits const& limits, DType products, cudaStream_t stream) {
   AttentionArgs const& a = g.forward;

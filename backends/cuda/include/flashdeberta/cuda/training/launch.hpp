@@ -73,6 +73,8 @@ void attention_backward_eager(AttentionBackwardArgs const& g, AttentionBackwardB
                               DeviceLimits const& limits, cudaStream_t stream);
 void attention_backward_flash(AttentionBackwardArgs const& g, AttentionBackwardBuffers const& buffers,
                               DeviceLimits const& limits, DType products, cudaStream_t stream);
+// Whether attention_backward_flash runs the tensor-core passes for g (training/attention_backward_mma.cuh).
+bool attention_backward_mixed_applies(AttentionBackwardArgs const& g, DeviceLimits const& limits, DType products);
 
 // Mixed-precision training's flash forward (training/attention_forward_mma.cuh): float32 operands, output and lse (if
 // asked), dropout, products in `products` (BF16 or F16) on tensor cores; the position terms gathered from
