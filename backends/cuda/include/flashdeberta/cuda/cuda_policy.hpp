@@ -34,6 +34,16 @@
 
 namespace flashdeberta {
 
+namespace cuda_detail {
+
+// The float32 (rows, cols) view of data from element `first` on, with row stride ld: a head's columns, a group's
+// (the training ops of cuda_training_ops.hpp and cuda_training_attention.hpp).
+inline MatrixRef f32_view(void const* data, std::int64_t first, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  return {const_cast<float*>(static_cast<float const*>(data)) + first, DType::kF32, rows, cols, ld};
+}
+
+}  // namespace cuda_detail
+
 // Thread safety: copies share one context (stream, cuBLASLt handle and plans, device cache, pinned ring) whose
 // host-side state is mutex-guarded, so any number of threads may use one policy; their work runs in order on
 // the one stream, and each fence waits for all of it. For GPU overlap give each thread its own CudaPolicy
@@ -75,7 +85,7 @@ class CudaPolicy {
     return detail::saturated_bytes(2.0 * rows * columns * static_cast<double>(dtype_size(s.dtype)));
   }
 
-  // What disentangled_attention_backward allocates (cuda_training_ops.hpp): per position term the (T, heads, 2k)
+  // What disentangled_attention_backward allocates (cuda_training_attention.hpp): per position term the (T, heads, 2k)
   // products of the tables and their bands, float32; eager its (heads, L, L) probabilities and dS, flash its rows'
   // D and lse.
   std::int64_t attention_backward_workspace_bytes(AttentionShape const& s) const {
@@ -324,7 +334,8 @@ class CudaPolicy {
   }
 
   // Training (TrainingPolicy, training_op_args.hpp), float32 operands whatever the compute dtype (products as
-  // rounds_product says); defined in cuda_training_ops.hpp, which this header includes at its end.
+  // rounds_product says); defined in cuda_training_ops.hpp and (the attention) cuda_training_attention.hpp, which
+  // this header includes at its end.
   void linear_backward(LinearBackwardArgs const& l) const;
   void layer_norm_backward(LayerNormBackwardArgs const& n) const;
   void activation(ActivationArgs const& a) const;
@@ -373,8 +384,8 @@ class CudaPolicy {
     cuda_kernels::attention_flash(a, context_->limits, prepared, stream(), workspace.data());
   }
 
-  // Defined in cuda_training_ops.hpp: the tensor-core forward of float32 operands (training under bf16 / fp16), and
-  // the per-head position tables it and the backward gather from.
+  // Defined in cuda_training_attention.hpp: the tensor-core forward of float32 operands (training under bf16 / fp16),
+  // and the per-head position tables it and the backward gather from.
   void attend_mixed_precision(AttentionArgs const& a) const;
   void project_pair_tables(AttentionArgs const& a, float* c2p_all, float* p2c_all, bool tensor_cores) const;
 
@@ -403,4 +414,5 @@ static_assert(TrainingPolicy<CudaPolicy> && ReportsAttentionBackwardWorkspace<Cu
 
 }  // namespace flashdeberta
 
-#include "flashdeberta/cuda/cuda_training_ops.hpp"  // the training methods' definitions
+#include "flashdeberta/cuda/cuda_training_attention.hpp"  // the training attention's definitions
+#include "flashdeberta/cuda/cuda_training_ops.hpp"        // the training methods' definitions

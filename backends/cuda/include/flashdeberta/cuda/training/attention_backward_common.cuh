@@ -9,7 +9,7 @@
 //   dQ = s (dS K + Gc2p Kr),   dK = s (dS^T Q + Gp2c Qr),   dKr += s Gc2p^T Q,   dQr += s Gp2c^T K
 // The kernels form the content terms s dS K, s dS^T Q, s (P * M)^T dO and the bands s Gc2p, s Gp2c, (T, heads, 2k)
 // over every token, each band row with one writer; the bands' products with the tables and with Q and K are GEMMs
-// of the caller (cuda_training_ops.hpp), over all tokens in order: no atomics, no per-block partials.
+// of the caller (cuda_training_attention.hpp), over all tokens in order: no atomics, no per-block partials.
 #pragma once
 
 #include <cuda_runtime_api.h>

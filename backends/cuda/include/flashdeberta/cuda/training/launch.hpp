@@ -1,7 +1,8 @@
-// The training kernels as the host sees them (cuda_training_ops.hpp): one launcher per kernel family, declared in
-// plain C++ and compiled once by nvcc into flashdeberta::cuda (backends/cuda/src/training_kernels.cu), as
-// kernels/launch.hpp does for the forward. Float32 operands throughout. The policy's methods check the arguments
-// (training_op_checks.hpp) before they call these; the launchers check only what their kernels assume.
+// The training kernels as the host sees them (cuda_training_ops.hpp, cuda_training_attention.hpp): one launcher per
+// kernel family, declared in plain C++ and compiled once by nvcc into flashdeberta::cuda
+// (backends/cuda/src/training_kernels.cu), as kernels/launch.hpp does for the forward. Float32 operands throughout. The
+// policy's methods check the arguments (training_op_checks.hpp) before they call these; the launchers check only what
+// their kernels assume.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -50,8 +51,9 @@ void conv_sequence_bounds(SequenceLayout const& s, std::int64_t tokens, std::int
 void conv_unfold(Conv1dBackwardArgs const& c, std::int32_t const* bounds, float* columns, cudaStream_t stream);
 void conv_fold(Conv1dBackwardArgs const& c, std::int32_t const* bounds, float const* dcolumns, cudaStream_t stream);
 
-// The attention backward's device scratch (cuda_training_ops.hpp allocates it; training/attention_backward_*.cuh).
-// The projected tables and bands run over every token: row (t, h) of head h at (t heads + h) 2k.
+// The attention backward's device scratch (cuda_training_attention.hpp allocates it;
+// training/attention_backward_*.cuh). The projected tables and bands run over every token: row (t, h) of head h at (t
+// heads + h) 2k.
 struct AttentionBackwardBuffers {
   float const* c2p_all = nullptr;  // (T, heads, 2k) q . Kr^T, unscaled; null without c2p
   float const* p2c_all = nullptr;  // (T, heads, 2k) k . Qr^T, unscaled; null without p2c
