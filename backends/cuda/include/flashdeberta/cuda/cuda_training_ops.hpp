@@ -206,23 +206,10 @@ inline void CudaPolicy::fill(MatrixRef const& m, float value) const {
   cuda_kernels::fill(m, value, stream());
 }
 
-// Chunks of kSquaresChunk elements summed on the device in float64, their sums added in chunk order on the host.
+// One run of the BatchesFloatRuns form below.
 inline double CudaPolicy::sum_of_squares(float const* values, std::int64_t count) const {
-  FLASHDEBERTA_REQUIRE(count >= 0 && (count == 0 || values != nullptr),
-                       "sum_of_squares: " << count << " values at " << static_cast<void const*>(values));
-  if (count == 0) return 0.0;
-  require_not_capturing("sum_of_squares");
-  context_->activate();
-  std::int64_t const chunks = (count + cuda_kernels::kSquaresChunk - 1) / cuda_kernels::kSquaresChunk;
-  Buffer const partial = allocate(chunks, DType::kF64);
-  cuda_kernels::sum_of_squares_chunks(values, count, partial.as<double>(), stream());
-  std::vector<double> host(static_cast<std::size_t>(chunks));
-  FLASHDEBERTA_CUDA_CHECK(
-      cudaMemcpyAsync(host.data(), partial.data(), host.size() * sizeof(double), cudaMemcpyDeviceToHost, stream()));
-  FLASHDEBERTA_CUDA_CHECK(cudaStreamSynchronize(stream()));
-  double total = 0.0;
-  for (double sum : host) total += sum;
-  return total;
+  FloatRun const run{const_cast<float*>(values), count};
+  return sum_of_squares(std::span<FloatRun const>(&run, 1));
 }
 
 inline CudaPolicy::Buffer CudaPolicy::upload_chunks(std::span<FloatRun const> runs, std::int64_t& chunks) const {

@@ -19,13 +19,12 @@ namespace flashdeberta::cuda_kernels {
 // constants: the same bits run to run.
 //   add_column_sums: sums[c] += the sum over rows of m (M, N), from sums[c]'s value on, rounded once.
 //   layer_norm_backward: the three passes of LayerNormBackwardArgs; stats is (M, 4) doubles of scratch.
-//   sum_of_squares_chunks: partial[c] = the sum of values[i]^2 over chunk c of kSquaresChunk elements.
 void add_column_sums(MatrixRef const& m, float* sums, cudaStream_t stream);
 void layer_norm_backward(LayerNormBackwardArgs const& n, double* stats, cudaStream_t stream);
 inline constexpr std::int64_t kSquaresChunk = std::int64_t{1} << 14;
-void sum_of_squares_chunks(float const* values, std::int64_t count, double* partial, cudaStream_t stream);
 // A list of `count` chunks (device memory, each at most kSquaresChunk elements; CudaPolicy cuts the runs of
-// BatchesFloatRuns into them): sum_of_squares_list as sum_of_squares_chunks per chunk; fill_list sets every element.
+// BatchesFloatRuns into them): sum_of_squares_list: partial[c] = the float64 sum of chunk c's squares; fill_list sets
+// every element.
 void sum_of_squares_list(FloatRun const* chunks, std::int64_t count, double* partial, cudaStream_t stream);
 void fill_list(FloatRun const* chunks, std::int64_t count, float value, cudaStream_t stream);
 

@@ -126,23 +126,10 @@ __global__ void layer_norm_dx_kernel(LayerNormBackwardArgs n, double const* stat
   }
 }
 
-// partial[chunk] = the float64 sum of squares of chunk `chunk`: each thread its strided elements in order, then the
-// block's fixed tree. One block per chunk.
 inline constexpr int kSquaresThreads = 256;
-__global__ void __launch_bounds__(kSquaresThreads)
-    sum_of_squares_kernel(float const* values, std::int64_t count, double* partial) {
-  __shared__ double scratch[32];
-  std::int64_t const begin = std::int64_t{blockIdx.x} * kSquaresChunk;
-  std::int64_t const end = begin + kSquaresChunk < count ? begin + kSquaresChunk : count;
-  double sum = 0.0;
-  for (std::int64_t i = begin + threadIdx.x; i < end; i += kSquaresThreads)
-    sum += static_cast<double>(values[i]) * static_cast<double>(values[i]);
-  double const total = block_sum_double(sum, scratch);
-  if (threadIdx.x == 0) partial[blockIdx.x] = total;
-}
 
-// partial[c] = the float64 sum of squares of chunk c of a list (FloatRun each, at most kSquaresChunk elements), as
-// sum_of_squares_kernel sums one chunk. One block per chunk.
+// partial[c] = the float64 sum of squares of chunk c of a list (FloatRun each, at most kSquaresChunk elements): each
+// thread its strided elements in order, then the block's fixed tree. One block per chunk.
 __global__ void __launch_bounds__(kSquaresThreads) sum_of_squares_list_kernel(FloatRun const* chunks, double* partial) {
   __shared__ double scratch[32];
   FloatRun const chunk = chunks[blockIdx.x];
@@ -195,14 +182,6 @@ void layer_norm_backward(LayerNormBackwardArgs const& n, double* stats, cudaStre
   }
   constexpr int kThreads = 256;
   training::layer_norm_dx_kernel<<<grid_for(rows * n.x.cols, kThreads), kThreads, 0, stream>>>(n, stats);
-  FLASHDEBERTA_CUDA_CHECK_LAUNCH();
-}
-
-void sum_of_squares_chunks(float const* values, std::int64_t count, double* partial, cudaStream_t stream) {
-  if (count == 0) return;
-  std::int64_t const chunks = (count + kSquaresChunk - 1) / kSquaresChunk;
-  training::sum_of_squares_kernel<<<static_cast<unsigned>(chunks), training::kSquaresThreads, 0, stream>>>(
-      values, count, partial);
   FLASHDEBERTA_CUDA_CHECK_LAUNCH();
 }
 
