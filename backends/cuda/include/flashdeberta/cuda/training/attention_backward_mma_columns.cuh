@@ -3,7 +3,8 @@
 // the row pass wrote, buffers.lse and buffers.row_dot); warp w owns keys [16w, 16w + 16) and keeps their dK and dV in
 // registers. Its step tiles are the row pass's transposed (keys x queries). Once: k and v staged as 16-bit tiles. Per
 // query step:
-//   q and dO staged (16-bit), the rows' positions, lse and D;  S^T = k q^T and dP^T = v dO^T (tensor cores);
+//   q and dO staged (16-bit), the rows' positions, lse and D, the step's position terms (stage_position_terms);
+//   S^T = k q^T and dP^T = v dO^T (tensor cores);
 //   P, M and dS / scale as the row pass forms them (the same float32 terms, the same mask);
 //   dV += (P M)^T dO and dK += (dS / scale)^T q (tensor cores, P M and dS rounded to T);
 //   the keys' p2c bands += dS / scale (add_band_step).
@@ -30,7 +31,7 @@ __global__ void __launch_bounds__(Tr::kThreads)
   T* const v_s = reinterpret_cast<T*>(mma_smem + Tr::kOwnedBOffset);           // (BO, 64) their values
   T* const q_s = reinterpret_cast<T*>(mma_smem + Tr::kSweepAOffset);           // (BS, 64) the step's query rows
   T* const do_s = reinterpret_cast<T*>(mma_smem + Tr::kSweepBOffset);          // (BS, 64) their dO
-  float* const ds_s = reinterpret_cast<float*>(mma_smem + Tr::kBandOffset);    // (BO, kBandLd) dS / scale, key-major
+  float* const ds_s = reinterpret_cast<float*>(mma_smem + Tr::kBandOffset);    // dS / scale, key-major
   int* const qpos_s = reinterpret_cast<int*>(mma_smem + Tr::kPositionOffset);  // (BS) the step's query positions
   float* const lse_s = reinterpret_cast<float*>(mma_smem + Tr::kLseOffset);    // (BS) their lse
   float* const dot_s = reinterpret_cast<float*>(mma_smem + Tr::kDotOffset);    // (BS) their D
@@ -81,20 +82,24 @@ __global__ void __launch_bounds__(Tr::kThreads)
       lse_s[i] = i < rows ? b.buffers.lse[stats + i] : 0.0f;
       dot_s[i] = i < rows ? b.buffers.row_dot[stats + i] : 0.0f;
     }
+    if (relative) stage_position_terms<Tr, false>(b, mma_smem, h, first + j0, cols, first + i0, rows);
     __syncthreads();
 
-    // P first, dP after it: the gathers of the position terms run while only S is live (fewer registers).
+    // P first, dP after it: fewer registers live at once.
     float pm[NS][4], ds[NS][4];  // S, P, then P M; dP then dS / scale: the warp's keys x the step's query rows
     owned_times_swept<Tr, Tr::kOwnedAOffset, Tr::kSweepAOffset>(pm, frag);
 #pragma unroll
     for (int nt = 0; nt < NS; ++nt) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int const rr = e / 2, i = 8 * nt + 2 * t + e % 2;
-        float score = pm[nt][e];
-        if (relative)
-          score += b.position_terms(first + i0 + min(i, rows - 1), ktok[rr], h, b.slot(qpos_s[i], quad[rr].pos));
-        pm[nt][e] = quad[rr].valid && i < rows ? __expf(score * p.inv_scale - lse_s[i]) : 0.0f;
+      for (int rr = 0; rr < 2; ++rr) {
+        float2 const terms =
+            relative ? staged_terms<Tr>(mma_smem, 16 * warp + g + 8 * rr, 8 * nt + 2 * t) : make_float2(0.0f, 0.0f);
+#pragma unroll
+        for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
+          int const i = 8 * nt + 2 * t + e % 2;
+          float const score = pm[nt][e] + (e % 2 == 0 ? terms.x : terms.y);
+          pm[nt][e] = quad[rr].valid && i < rows ? __expf(score * p.inv_scale - lse_s[i]) : 0.0f;
+        }
       }
     }
     std::uint32_t const kept = !dropped ? ~0u : dropout_bits<Tr>([&](int nt, int e) {

@@ -24,31 +24,37 @@ namespace flashdeberta::cuda_kernels::training {
 // The tensor-core backward's traits: head sizes up to 64, zero-padded; 16-bit products of element type T (bf16 or
 // fp16); kOwnedRows owned rows per CTA (32, 64 or 128: FLASHDEBERTA_BWD_BLOCK_M, attention_backward_mma.cuh), one warp
 // per 16. Shared memory, in bytes: four swizzled tiles of T, 64 wide (the owned side's two, q and dO or k and v, staged
-// once; the swept side's two, k and v or q and dO, per step), the step's dS / scale in float32 for the band sums (rows
-// padded to 68 floats: 16-byte aligned for the float4 reads of the band walk, and 4 banks apart so that the walk's
-// eight rows per phase hit distinct banks), and the swept side's positions, lse and D.
+// once; the swept side's two, k and v or q and dO, per step); one float32 region holding first the step's position
+// terms along the swept side and then its dS / scale for the band sums (band rows padded to 68 floats: 16-byte aligned
+// for the float4 reads of the band walk, and 4 banks apart so that the walk's eight rows per phase hit distinct banks;
+// term rows to 72: see stage_position_terms); the step's position terms along the owned side; the swept side's
+// positions, lse and D.
 template <class ElementT, int kOwnedRows = 64>
 struct MmaBackwardTraits {
   using Element = ElementT;
   static constexpr int kHeadDim = 64;  // the swizzled tile's width (mma.cuh)
   static constexpr int kWarps = kOwnedRows / 16;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kBlockOwned = 16 * kWarps;      // query rows (row pass) or keys (column pass) of a CTA
-  static constexpr int kBlockSweep = 64;               // keys (row pass) or queries (column pass) per step
-  static constexpr int kSweepTiles = kBlockSweep / 8;  // n8 accumulator tiles of a warp's step scores
-  static constexpr int kHeadTiles = kHeadDim / 8;      // n8 accumulator tiles of a warp's gradient rows
-  static constexpr int kBandLd = kBlockSweep + 4;      // floats per row of the dS staging
+  static constexpr int kBlockOwned = 16 * kWarps;       // query rows (row pass) or keys (column pass) of a CTA
+  static constexpr int kBlockSweep = 64;                // keys (row pass) or queries (column pass) per step
+  static constexpr int kSweepTiles = kBlockSweep / 8;   // n8 accumulator tiles of a warp's step scores
+  static constexpr int kHeadTiles = kHeadDim / 8;       // n8 accumulator tiles of a warp's gradient rows
+  static constexpr int kBandLd = kBlockSweep + 4;       // floats per row of the dS staging
+  static constexpr int kSweptTermLd = kBlockSweep + 8;  // floats per owned row of the terms along the swept side
+  static constexpr int kOwnedTermLd = kBlockOwned + 4;  // floats per swept row of the terms along the owned side
+  static constexpr int kBandRegionLd = kBandLd > kSweptTermLd ? kBandLd : kSweptTermLd;
 
   static constexpr int kOwnedTileBytes = kBlockOwned * kHeadDim * static_cast<int>(sizeof(Element));
   static constexpr int kSweepTileBytes = kBlockSweep * kHeadDim * static_cast<int>(sizeof(Element));
-  static constexpr int kOwnedAOffset = 0;                                          // (BO, 64) q or k
-  static constexpr int kOwnedBOffset = kOwnedAOffset + kOwnedTileBytes;            // (BO, 64) dO or v
-  static constexpr int kSweepAOffset = kOwnedBOffset + kOwnedTileBytes;            // (BS, 64) k or q
-  static constexpr int kSweepBOffset = kSweepAOffset + kSweepTileBytes;            // (BS, 64) v or dO
-  static constexpr int kBandOffset = kSweepBOffset + kSweepTileBytes;              // (BO, kBandLd) float dS / scale
-  static constexpr int kPositionOffset = kBandOffset + kBlockOwned * kBandLd * 4;  // int (BS) swept positions
-  static constexpr int kLseOffset = kPositionOffset + kBlockSweep * 4;             // float (BS) lse (column pass)
-  static constexpr int kDotOffset = kLseOffset + kBlockSweep * 4;                  // float (BS) D (column pass)
+  static constexpr int kOwnedAOffset = 0;                                // (BO, 64) q or k
+  static constexpr int kOwnedBOffset = kOwnedAOffset + kOwnedTileBytes;  // (BO, 64) dO or v
+  static constexpr int kSweepAOffset = kOwnedBOffset + kOwnedTileBytes;  // (BS, 64) k or q
+  static constexpr int kSweepBOffset = kSweepAOffset + kSweepTileBytes;  // (BS, 64) v or dO
+  static constexpr int kBandOffset = kSweepBOffset + kSweepTileBytes;    // (BO, 72) terms, then dS / scale
+  static constexpr int kOwnedTermOffset = kBandOffset + kBlockOwned * kBandRegionLd * 4;     // (BS, BO + 4) terms
+  static constexpr int kPositionOffset = kOwnedTermOffset + kBlockSweep * kOwnedTermLd * 4;  // int (BS) positions
+  static constexpr int kLseOffset = kPositionOffset + kBlockSweep * 4;  // float (BS) lse (column pass)
+  static constexpr int kDotOffset = kLseOffset + kBlockSweep * 4;       // float (BS) D (column pass)
   static constexpr std::size_t kSmemBytes = kDotOffset + kBlockSweep * 4;
 
   static_assert(sizeof(Element) == 2, "tensor-core products take 16-bit operands");
@@ -56,8 +62,10 @@ struct MmaBackwardTraits {
   static_assert(kBlockSweep == 64, "64 swept rows: the position look-ups take two per lane, the dropout bits 32");
   static_assert(kBlockSweep % 16 == 0 && kHeadDim % 16 == 0, "mma k-steps are 16 wide");
   static_assert(kBandLd % 4 == 0 && (kBandLd / 4) % 2 == 1, "band rows: float4-aligned, odd in 16-byte units");
-  static_assert(kBandOffset % 16 == 0 && kPositionOffset % 16 == 0, "tiles start on 16-byte boundaries");
-  static_assert(kSmemBytes <= 100 * 1024, "fits an Ampere or Hopper SM twice");
+  static_assert(kBandOffset % 16 == 0 && kOwnedTermOffset % 16 == 0 && kPositionOffset % 16 == 0,
+                "tiles start on 16-byte boundaries");
+  static_assert(kOwnedRows != 64 || kSmemBytes <= 100 * 1024, "the default fits an Ampere or Hopper SM twice");
+  static_assert(kSmemBytes <= 160 * 1024, "fits an A100's 163 KB per block");
 
   static constexpr bool is_valid(std::size_t max_smem_per_block) { return kSmemBytes <= max_smem_per_block; }
 };
@@ -185,6 +193,71 @@ __device__ __forceinline__ std::uint32_t dropout_bits(Kept const& kept) {
   return bits;
 }
 
+// The step's position terms (c2p + p2c, unscaled) of every (owned row o, swept row c) pair, staged in shared memory
+// from the projected (T, heads, 2k) tables, as two tiles each read along one table row: the owned side's table (c2p of
+// a query row in the row pass and the forward, p2c of a key in the column pass) at (o, c) of a row-major
+// (BO, kSweptTermLd) tile, and the swept side's table at (c, o) of a (BS, kOwnedTermLd) tile. For a fixed table row the
+// slots of consecutive pairs are consecutive (or equal) with contiguous positions, so each warp-wide load of the
+// staging reads a few 32-byte sectors, where gathering per score read one sector per lane for the swept side's table
+// (every lane in another table row). Reads (staged_terms) follow the accumulator layout: a float2 of the first tile
+// (half a warp, rows 72 floats = 8 banks apart, covers the 32 banks once) and a float of the second (lanes 4 t + g
+// banks apart). kOwnedQueries: the owned rows are queries (the slot is slot(owned, swept)), else keys. Owned and swept
+// rows past their valid counts repeat the last valid token. The caller orders the staging after the previous step's
+// reads of both tiles and of the band rows (the first tile is the band staging's region), and the reads after it, by
+// __syncthreads.
+template <class Tr, bool kOwnedQueries>
+__device__ __forceinline__ void stage_position_terms(BackwardParams const& b, unsigned char* smem, int h,
+                                                     std::int64_t owned0, int owned_valid, std::int64_t swept0,
+                                                     int swept_valid) {
+  constexpr int BO = Tr::kBlockOwned, BS = Tr::kBlockSweep;
+  static_assert(Tr::kThreads % BS == 0 && Tr::kThreads % BO == 0, "each thread keeps one column of each tile");
+  AttentionParams const& p = b.p;
+  float const* const c2p = p.c2p ? b.buffers.c2p_all : nullptr;
+  float const* const p2c = p.p2c ? b.buffers.p2c_all : nullptr;
+  float const* const owned_table = kOwnedQueries ? c2p : p2c;
+  float const* const swept_table = kOwnedQueries ? p2c : c2p;
+  auto const slot = [&](int owned_pos, int swept_pos) {
+    return kOwnedQueries ? b.slot(owned_pos, swept_pos) : b.slot(swept_pos, owned_pos);
+  };
+  auto* const along_swept = reinterpret_cast<float*>(smem + Tr::kBandOffset);
+  auto* const along_owned = reinterpret_cast<float*>(smem + Tr::kOwnedTermOffset);
+  {  // lanes along the swept rows c: consecutive slots of one owned row's table row
+    int const c = threadIdx.x % BS;
+    std::int64_t const swept = swept0 + min(c, swept_valid - 1);
+    int const swept_pos = __ldg(p.positions + swept);
+#pragma unroll 8
+    for (int o = threadIdx.x / BS; o < BO; o += Tr::kThreads / BS) {
+      std::int64_t const owned = owned0 + min(o, owned_valid - 1);
+      float term = 0.0f;
+      if (owned_table != nullptr)
+        term = __ldg(owned_table + b.band_row(owned, h) + slot(__ldg(p.positions + owned), swept_pos));
+      along_swept[o * Tr::kSweptTermLd + c] = term;
+    }
+  }
+  {  // lanes along the owned rows o: consecutive slots of one swept row's table row
+    int const o = threadIdx.x % BO;
+    std::int64_t const owned = owned0 + min(o, owned_valid - 1);
+    int const owned_pos = __ldg(p.positions + owned);
+#pragma unroll 8
+    for (int c = threadIdx.x / BO; c < BS; c += Tr::kThreads / BO) {
+      std::int64_t const swept = swept0 + min(c, swept_valid - 1);
+      float term = 0.0f;
+      if (swept_table != nullptr)
+        term = __ldg(swept_table + b.band_row(swept, h) + slot(owned_pos, __ldg(p.positions + swept)));
+      along_owned[c * Tr::kOwnedTermLd + o] = term;
+    }
+  }
+}
+
+// The staged terms of owned row o with swept rows c and c + 1 (c even): {term(o, c), term(o, c + 1)}.
+template <class Tr>
+__device__ __forceinline__ float2 staged_terms(unsigned char const* smem, int o, int c) {
+  auto const* const along_swept = reinterpret_cast<float const*>(smem + Tr::kBandOffset);
+  auto const* const along_owned = reinterpret_cast<float const*>(smem + Tr::kOwnedTermOffset);
+  float2 const first = *reinterpret_cast<float2 const*>(along_swept + o * Tr::kSweptTermLd + c);
+  return {first.x + along_owned[c * Tr::kOwnedTermLd + o], first.y + along_owned[(c + 1) * Tr::kOwnedTermLd + o]};
+}
+
 // An owned row as the band sums see it: whether it is a valid row of the sequence, its position and its band row
 // ((T, heads, 2k) buffer, row of the owned token and head).
 struct OwnedBand {
@@ -232,7 +305,9 @@ __device__ __forceinline__ void add_band_step(float const (&ds)[Tr::kSweepTiles]
   }
   bool const walk = lane < 16 && mine.valid && single(mine.pos) < 0;
   if (!__any_sync(kAll, walk)) return;
-  float* const rows = ds_s + 16 * warp * Tr::kBandLd;
+  // the warp's band rows lie within its own rows of the region (kBandRegionLd apart per row of the region), where its
+  // own terms were staged: other warps may still be reading theirs
+  float* const rows = ds_s + 16 * warp * Tr::kBandRegionLd;
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr)
 #pragma unroll

@@ -1,9 +1,9 @@
 // The row pass of the tensor-core flash backward (attention_backward_mma.cuh): one CTA per (64 query rows, head,
 // sequence) sweeps the sequence's keys 64 at a time, twice; warp w owns rows [16w, 16w + 16) and keeps their dQ in
-// registers. Once: q and dO staged as 16-bit tiles. Per key step, in both sweeps: k and v staged (16-bit);
-// S = q k^T and dP = dO v^T (tensor cores), S + c2p + p2c with the position terms gathered in float32 from the
-// projected tables; M the dropout mask. The first sweep forms each row's own softmax statistics from them (online, as
-// the forward): lse = log sum_j exp(S_j / scale) and D = sum_j P_j M_j dP_j, written to buffers.lse and
+// registers. Once: q and dO staged as 16-bit tiles. Per key step, in both sweeps: k and v staged (16-bit) with the
+// step's position terms (float32, from the projected tables: stage_position_terms); S = q k^T and dP = dO v^T
+// (tensor cores), S + c2p + p2c; M the dropout mask. The first sweep forms each row's own softmax statistics from them
+// (online, as the forward): lse = log sum_j exp(S_j / scale) and D = sum_j P_j M_j dP_j, written to buffers.lse and
 // buffers.row_dot for the column pass. The second:
 //   P = exp(S / scale - lse);  dS / scale = P (dP M - D) / scale in float32;
 //   dQ += (dS / scale) k (tensor cores, dS rounded to T);  the rows' c2p bands += dS / scale (add_band_step).
@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(Tr::kThreads)
   T* const do_s = reinterpret_cast<T*>(mma_smem + Tr::kOwnedBOffset);          // (BO, 64) their dO
   T* const k_s = reinterpret_cast<T*>(mma_smem + Tr::kSweepAOffset);           // (BS, 64) the step's keys
   T* const v_s = reinterpret_cast<T*>(mma_smem + Tr::kSweepBOffset);           // (BS, 64) their values
-  float* const ds_s = reinterpret_cast<float*>(mma_smem + Tr::kBandOffset);    // (BO, kBandLd) dS / scale
+  float* const ds_s = reinterpret_cast<float*>(mma_smem + Tr::kBandOffset);    // dS / scale, after the terms
   int* const kpos_s = reinterpret_cast<int*>(mma_smem + Tr::kPositionOffset);  // (BS) the step's key positions
 
   AttentionParams const& p = b.p;
@@ -73,26 +73,28 @@ __global__ void __launch_bounds__(Tr::kThreads)
     stage_tile<Tr, BS>(k_s, k + (first + j0) * p.k_ld, p.k_ld, cols, d, loads.k);
     stage_tile<Tr, BS>(v_s, v + (first + j0) * p.v_ld, p.v_ld, cols, d, loads.v);
     if (threadIdx.x < BS) kpos_s[threadIdx.x] = p.positions[first + j0 + min(static_cast<int>(threadIdx.x), cols - 1)];
+    if (relative) stage_position_terms<Tr, true>(b, mma_smem, h, first + i0, rows, first + j0, cols);
     __syncthreads();
   };
   // S + c2p + p2c of the warp's rows against the staged keys, both sweeps alike. probabilities: P = exp(S / scale -
-  // lse) (0 for padding rows and keys), else S unscaled (-inf past the keys). Each element is finished right after its
-  // gather, so the gathers of the position terms run while only S is live (gathering all first and finishing after
-  // costs the row pass some 70 registers).
-  auto const scores = [&](float(&s)[NS][4], int j0, int cols, bool probabilities) {
+  // lse) (0 for padding rows and keys), else S unscaled (-inf past the keys).
+  auto const scores = [&](float(&s)[NS][4], int cols, bool probabilities) {
     owned_times_swept<Tr, Tr::kOwnedAOffset, Tr::kSweepAOffset>(s, frag);
 #pragma unroll
     for (int nt = 0; nt < NS; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int const rr = e / 2, c = 8 * nt + 2 * t + e % 2;
-        float score = s[nt][e];
-        if (relative)
-          score += b.position_terms(qtok[rr], first + j0 + min(c, cols - 1), h, b.slot(quad[rr].pos, kpos_s[c]));
-        if (probabilities)
-          s[nt][e] = quad[rr].valid && c < cols ? __expf(score * p.inv_scale - lse[rr]) : 0.0f;
-        else
-          s[nt][e] = c < cols ? score : -INFINITY;
+      for (int rr = 0; rr < 2; ++rr) {
+        float2 const terms =
+            relative ? staged_terms<Tr>(mma_smem, 16 * warp + g + 8 * rr, 8 * nt + 2 * t) : make_float2(0.0f, 0.0f);
+#pragma unroll
+        for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
+          int const c = 8 * nt + 2 * t + e % 2;
+          float const score = s[nt][e] + (e % 2 == 0 ? terms.x : terms.y);
+          if (probabilities)
+            s[nt][e] = quad[rr].valid && c < cols ? __expf(score * p.inv_scale - lse[rr]) : 0.0f;
+          else
+            s[nt][e] = c < cols ? score : -INFINITY;
+        }
       }
   };
   auto const kept_bits = [&](int j0) {
@@ -111,7 +113,7 @@ __global__ void __launch_bounds__(Tr::kThreads)
       int const cols = min(BS, length - j0);
       stage_keys(j0, cols);
       float prob[NS][4], dp[NS][4];  // S (-inf past the keys) then exp(S / scale - m); dP
-      scores(prob, j0, cols, false);
+      scores(prob, cols, false);
       float rescale[2];
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
@@ -169,7 +171,7 @@ __global__ void __launch_bounds__(Tr::kThreads)
 
     // P first, dP after it: the gathers of the position terms run while only S is live (fewer registers).
     float prob[NS][4], ds[NS][4];  // S then P; dP then dS / scale: the warp's rows x the step's keys
-    scores(prob, j0, cols, true);
+    scores(prob, cols, true);
     std::uint32_t const kept = kept_bits(j0);
     owned_times_swept<Tr, Tr::kOwnedBOffset, Tr::kSweepBOffset>(ds, frag);
 #pragma unroll

@@ -8,8 +8,8 @@
 //
 // One CTA per (64 query rows, head, sequence) sweeps the sequence's keys 64 at a time; warp w owns rows
 // [16w, 16w + 16) and keeps their O, running maximum and sum in registers. Per key step: k, v staged (16-bit) with the
-// keys' positions; S = q k^T; S + c2p + p2c with the position terms gathered in float32 from the projected tables
-// (buffers.c2p_all, p2c_all, as the backward gathers them); online softmax in natural-log units; P M with the
+// step's position terms (float32, staged from the projected tables buffers.c2p_all and p2c_all as the backward
+// stages them: stage_position_terms); S = q k^T; S + c2p + p2c; online softmax in natural-log units; P M with the
 // forward's counter (dropout_factor); O += (P M) v with P M rounded to T. At the end out = O / l (float32) and, when
 // asked, lse = m + log l of the undropped row. The backward's tensor-core passes form their own lse from their own
 // products (attention_backward_mma.cuh), so this one is written for callers that read it, not for them.
@@ -35,10 +35,9 @@ __global__ void __launch_bounds__(Tr::kThreads)
   using T = typename Tr::Element;
   constexpr int BO = Tr::kBlockOwned, BS = Tr::kBlockSweep, NS = Tr::kSweepTiles, NH = Tr::kHeadTiles;
   extern __shared__ __align__(16) unsigned char mma_smem[];  // not `smem`: the float32 kernels declare it as float[]
-  T* const q_s = reinterpret_cast<T*>(mma_smem + Tr::kOwnedAOffset);           // (BO, 64) the owned query rows
-  T* const k_s = reinterpret_cast<T*>(mma_smem + Tr::kSweepAOffset);           // (BS, 64) the step's keys
-  T* const v_s = reinterpret_cast<T*>(mma_smem + Tr::kSweepBOffset);           // (BS, 64) their values
-  int* const kpos_s = reinterpret_cast<int*>(mma_smem + Tr::kPositionOffset);  // (BS) the step's key positions
+  T* const q_s = reinterpret_cast<T*>(mma_smem + Tr::kOwnedAOffset);  // (BO, 64) the owned query rows
+  T* const k_s = reinterpret_cast<T*>(mma_smem + Tr::kSweepAOffset);  // (BS, 64) the step's keys
+  T* const v_s = reinterpret_cast<T*>(mma_smem + Tr::kSweepBOffset);  // (BS, 64) their values
 
   AttentionParams const& p = b.p;
   int const h = blockIdx.y;
@@ -55,17 +54,15 @@ __global__ void __launch_bounds__(Tr::kThreads)
 
   stage_tile<Tr, BO>(q_s, q + (first + i0) * p.q_ld, p.q_ld, rows, d, loads.q);
 
-  // The thread's rows g, g + 8 of its warp (rr = 0, 1). Padding rows repeat the last valid token and position: every
-  // look-up stays in range; they are not written.
+  // The thread's rows g, g + 8 of its warp (rr = 0, 1). Padding rows repeat the last valid token: every look-up stays
+  // in range; they are not written.
   bool valid[2];
-  int qpos[2];
   std::int64_t qtok[2];
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     int const r = 16 * warp + g + 8 * rr;
     valid[rr] = r < rows;
     qtok[rr] = first + i0 + min(r, rows - 1);
-    qpos[rr] = p.positions[qtok[rr]];
   }
   FragmentAddresses const frag = fragment_addresses(mma_smem, warp);
   bool const dropped = p.dropout > 0.0f;
@@ -76,10 +73,10 @@ __global__ void __launch_bounds__(Tr::kThreads)
   float run_sum[2] = {0.0f, 0.0f};  // the thread's partial sums over its own columns, rescaled with o
   for (int j0 = 0; j0 < length; j0 += BS) {
     int const cols = min(BS, length - j0);
-    __syncthreads();  // the previous step is done with k_s, v_s and kpos_s (first step: q_s is staged)
+    __syncthreads();  // the previous step is done with k_s, v_s and the terms (first step: q_s is staged)
     stage_tile<Tr, BS>(k_s, k + (first + j0) * p.k_ld, p.k_ld, cols, d, loads.k);
     stage_tile<Tr, BS>(v_s, v + (first + j0) * p.v_ld, p.v_ld, cols, d, loads.v);
-    if (threadIdx.x < BS) kpos_s[threadIdx.x] = p.positions[first + j0 + min(static_cast<int>(threadIdx.x), cols - 1)];
+    if (relative) stage_position_terms<Tr, true>(b, mma_smem, h, first + i0, rows, first + j0, cols);
     __syncthreads();
 
     float s[NS][4];  // S, then S / scale (-inf past the keys), then P M
@@ -87,12 +84,15 @@ __global__ void __launch_bounds__(Tr::kThreads)
 #pragma unroll
     for (int nt = 0; nt < NS; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int const rr = e / 2, c = 8 * nt + 2 * t + e % 2;
-        float score = s[nt][e];
-        if (relative)
-          score += b.position_terms(qtok[rr], first + j0 + min(c, cols - 1), h, b.slot(qpos[rr], kpos_s[c]));
-        s[nt][e] = c < cols ? score * p.inv_scale : -INFINITY;
+      for (int rr = 0; rr < 2; ++rr) {
+        float2 const terms =
+            relative ? staged_terms<Tr>(mma_smem, 16 * warp + g + 8 * rr, 8 * nt + 2 * t) : make_float2(0.0f, 0.0f);
+#pragma unroll
+        for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
+          int const c = 8 * nt + 2 * t + e % 2;
+          float const score = s[nt][e] + (e % 2 == 0 ? terms.x : terms.y);
+          s[nt][e] = c < cols ? score * p.inv_scale : -INFINITY;
+        }
       }
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
