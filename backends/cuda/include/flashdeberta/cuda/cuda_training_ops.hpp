@@ -75,18 +75,21 @@ inline void CudaPolicy::linear_backward(LinearBackwardArgs const& l) const {
                                 .beta = 1.0f},
                         stream());
   }
-  if (l.db != nullptr) cuda_kernels::add_column_sums(l.dy, l.db, stream());
+  if (l.db != nullptr) {
+    Buffer const partials = allocate(cuda_kernels::column_partials(rows, l.dy.cols), DType::kF64);
+    cuda_kernels::add_column_sums(l.dy, l.db, partials.as<double>(), stream());
+  }
 }
 
-// Three kernels (row statistics, parameter gradients, dx), so that dx may alias dy or x; (M, 4) float64 statistics.
+// Row statistics, the parameter gradients in two stages, then dx, so that dx may alias dy or x; float64 scratch.
 inline void CudaPolicy::layer_norm_backward(LayerNormBackwardArgs const& n) const {
   require_layer_norm_backward_args(n);
   std::int64_t const rows = n.x.rows;
   std::int64_t const cols = n.x.cols;
   if (rows == 0 || cols == 0) return;
   context_->activate();
-  Buffer const stats = allocate(rows * 4, DType::kF64);
-  cuda_kernels::layer_norm_backward(n, stats.as<double>(), stream());
+  Buffer const scratch = allocate(cuda_kernels::layer_norm_backward_scratch(rows, cols), DType::kF64);
+  cuda_kernels::layer_norm_backward(n, scratch.as<double>(), stream());
 }
 
 inline void CudaPolicy::activation(ActivationArgs const& a) const {
@@ -182,7 +185,10 @@ inline void CudaPolicy::conv1d_backward(Conv1dBackwardArgs const& c) const {
                           stream());
     cuda_kernels::conv_fold(c, bounds.as<std::int32_t>(), dcolumns.as<float>(), stream());
   }
-  if (c.dbias != nullptr) cuda_kernels::add_column_sums(c.dpre, c.dbias, stream());
+  if (c.dbias != nullptr) {
+    Buffer const partials = allocate(cuda_kernels::column_partials(c.dpre.rows, c.dpre.cols), DType::kF64);
+    cuda_kernels::add_column_sums(c.dpre, c.dbias, partials.as<double>(), stream());
+  }
 }
 
 // Inverted dropout; element (r, c) of the view draws counter offset + r cols + c.

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "flashdeberta/cuda/cuda_check.hpp"
+#include "flashdeberta/cuda/training/launch.hpp"
 
 namespace flashdeberta::cuda_kernels::training {
 
@@ -30,14 +31,16 @@ __device__ __forceinline__ double block_sum_double(double v, double* scratch) {
   return warp_sum_double(total);
 }
 
-// Column reductions (add_column_sums, the LayerNorm parameter gradients): a block of kColumnsPerBlock columns x
-// kRowLanes row lanes; lane y adds rows y, y + kRowLanes, ... in order, then one thread per column adds the lanes'
-// sums in lane order. One writer per column, no atomics.
+// Column reductions (add_column_sums, the LayerNorm parameter gradients), first stage: a block of kColumnsPerBlock
+// columns x kRowLanes row lanes per chunk of kColumnRowChunk rows (launch.hpp); lane y adds the chunk's rows y,
+// y + kRowLanes, ... in order, then one thread per column adds the lanes' sums in lane order into the chunk's partial.
+// Second stage: one thread per column adds the chunks' partials in chunk order. One writer per value, no atomics.
 inline constexpr int kColumnsPerBlock = 32;
 inline constexpr int kRowLanes = 16;
 
-inline dim3 column_grid(std::int64_t cols) {
-  return dim3(static_cast<unsigned>((cols + kColumnsPerBlock - 1) / kColumnsPerBlock));
+inline dim3 column_chunk_grid(std::int64_t rows, std::int64_t cols) {
+  return dim3(static_cast<unsigned>((cols + kColumnsPerBlock - 1) / kColumnsPerBlock),
+              static_cast<unsigned>((rows + kColumnRowChunk - 1) / kColumnRowChunk));
 }
 
 // Raises kernel's dynamic shared memory limit when it asks for more than the default 48 KiB (a per-device

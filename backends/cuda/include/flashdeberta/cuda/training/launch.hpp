@@ -17,10 +17,20 @@ namespace flashdeberta::cuda_kernels {
 
 // training/reductions.cuh. Every sum there runs in float64 in an order fixed by the shapes and the launch
 // constants: the same bits run to run.
-//   add_column_sums: sums[c] += the sum over rows of m (M, N), from sums[c]'s value on, rounded once.
-//   layer_norm_backward: the three passes of LayerNormBackwardArgs; stats is (M, 4) doubles of scratch.
-void add_column_sums(MatrixRef const& m, float* sums, cudaStream_t stream);
-void layer_norm_backward(LayerNormBackwardArgs const& n, double* stats, cudaStream_t stream);
+// Column sums run in two stages: blocks of kColumnRowChunk rows write float64 partial sums per column, then each
+// column adds its partials in chunk order (a grid over columns alone left most SMs idle: 24 blocks for 768 columns).
+//   add_column_sums: sums[c] += the sum over rows of m (M, N), from sums[c]'s value on, rounded once; partials is
+//     column_partials(M, N) doubles of scratch.
+//   layer_norm_backward: the passes of LayerNormBackwardArgs; scratch is layer_norm_backward_scratch(M, N) doubles.
+inline constexpr std::int64_t kColumnRowChunk = 256;
+inline std::int64_t column_partials(std::int64_t rows, std::int64_t cols) {
+  return (rows + kColumnRowChunk - 1) / kColumnRowChunk * cols;
+}
+inline std::int64_t layer_norm_backward_scratch(std::int64_t rows, std::int64_t cols) {
+  return rows * 4 + 2 * column_partials(rows, cols);  // (M, 4) row statistics, then dgamma's and dbeta's partials
+}
+void add_column_sums(MatrixRef const& m, float* sums, double* partials, cudaStream_t stream);
+void layer_norm_backward(LayerNormBackwardArgs const& n, double* scratch, cudaStream_t stream);
 inline constexpr std::int64_t kSquaresChunk = std::int64_t{1} << 14;
 // A list of `count` chunks (device memory, each at most kSquaresChunk elements; CudaPolicy cuts the runs of
 // BatchesFloatRuns into them): sum_of_squares_list: partial[c] = the float64 sum of chunk c's squares; fill_list sets

@@ -16,20 +16,43 @@ namespace flashdeberta::cuda_kernels {
 
 namespace training {
 
-// sums[c] += sum_r m[r, c] for m (rows, cols) with row stride ld. Block (kColumnsPerBlock, kRowLanes).
-__global__ void __launch_bounds__(kColumnsPerBlock* kRowLanes)
-    add_column_sums_kernel(float const* m, std::int64_t rows, std::int64_t cols, std::int64_t ld, float* sums) {
-  __shared__ double partial[kRowLanes][kColumnsPerBlock];
-  std::int64_t const c = std::int64_t{blockIdx.x} * kColumnsPerBlock + threadIdx.x;
+// The first stage's block reduction: value(r, c) summed over the block's chunk of rows (blockIdx.y) for column c,
+// returned to the column's thread of row lane 0 (others: 0). partial: the block's (kRowLanes, kColumnsPerBlock)
+// scratch.
+template <class Value>
+__device__ __forceinline__ double chunk_column_sum(std::int64_t rows, std::int64_t c, bool in_range,
+                                                   double (&partial)[kRowLanes][kColumnsPerBlock], Value const& value) {
+  std::int64_t const r0 = std::int64_t{blockIdx.y} * kColumnRowChunk;
+  std::int64_t const r1 = min(rows, r0 + kColumnRowChunk);
   double sum = 0.0;
-  if (c < cols)
-    for (std::int64_t r = threadIdx.y; r < rows; r += kRowLanes) sum += m[r * ld + c];
+  if (in_range)
+    for (std::int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) sum += value(r);
   partial[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
-  if (threadIdx.y != 0 || c >= cols) return;
-  double total = sums[c];
-  for (int lane = 0; lane < kRowLanes; ++lane) total += partial[lane][threadIdx.x];
-  sums[c] = static_cast<float>(total);
+  double total = 0.0;
+  if (threadIdx.y == 0)
+    for (int lane = 0; lane < kRowLanes; ++lane) total += partial[lane][threadIdx.x];
+  return total;
+}
+
+// Second stage: out[c] += the chunks' partials[k * cols + c] in chunk order, from out[c]'s value on, rounded once.
+__global__ void add_column_partials_kernel(double const* partials, std::int64_t chunks, std::int64_t cols, float* out) {
+  if (out == nullptr) return;
+  for (std::int64_t c = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; c < cols;
+       c += std::int64_t{gridDim.x} * blockDim.x) {
+    double total = out[c];
+    for (std::int64_t k = 0; k < chunks; ++k) total += partials[k * cols + c];
+    out[c] = static_cast<float>(total);
+  }
+}
+
+// partials[chunk, c] = sum over the chunk's rows r of m[r, c], m (rows, cols) with row stride ld.
+__global__ void __launch_bounds__(kColumnsPerBlock* kRowLanes)
+    column_chunk_sums_kernel(float const* m, std::int64_t rows, std::int64_t cols, std::int64_t ld, double* partials) {
+  __shared__ double partial[kRowLanes][kColumnsPerBlock];
+  std::int64_t const c = std::int64_t{blockIdx.x} * kColumnsPerBlock + threadIdx.x;
+  double const total = chunk_column_sum(rows, c, c < cols, partial, [&](std::int64_t r) { return m[r * ld + c]; });
+  if (threadIdx.y == 0 && c < cols) partials[blockIdx.y * cols + c] = total;
 }
 
 // With s = x + residual (one float32 add, as the forward forms it), per row: stats = (mean, 1 / sigma, mean(g),
@@ -70,37 +93,27 @@ __global__ void __launch_bounds__(256) layer_norm_stats_kernel(LayerNormBackward
   }
 }
 
-// dgamma[c] += sum_r dy x_hat, dbeta[c] += sum_r dy (either may be null). Block (kColumnsPerBlock, kRowLanes).
+// The chunk's partials of dgamma[c] (sum_r dy x_hat) and dbeta[c] (sum_r dy): gamma_partials[chunk, c],
+// beta_partials[chunk, c].
 __global__ void __launch_bounds__(kColumnsPerBlock* kRowLanes)
-    layer_norm_parameters_kernel(LayerNormBackwardArgs n, double const* stats) {
-  __shared__ double partial_gamma[kRowLanes][kColumnsPerBlock];
-  __shared__ double partial_beta[kRowLanes][kColumnsPerBlock];
+    layer_norm_parameters_kernel(LayerNormBackwardArgs n, double const* stats, double* gamma_partials,
+                                 double* beta_partials) {
+  __shared__ double partial[kRowLanes][kColumnsPerBlock];
   auto const* x = static_cast<float const*>(n.x.data);
   auto const* residual = static_cast<float const*>(n.residual.data);
   auto const* dy = static_cast<float const*>(n.dy.data);
   std::int64_t const c = std::int64_t{blockIdx.x} * kColumnsPerBlock + threadIdx.x;
-  double gamma_sum = 0.0;
-  double beta_sum = 0.0;
-  if (c < n.x.cols) {
-    for (std::int64_t r = threadIdx.y; r < n.x.rows; r += kRowLanes) {
-      float const s = residual != nullptr ? x[r * n.x.ld + c] + residual[r * n.residual.ld + c] : x[r * n.x.ld + c];
-      double const g = dy[r * n.dy.ld + c];
-      gamma_sum += g * ((static_cast<double>(s) - stats[r * 4]) * stats[r * 4 + 1]);
-      beta_sum += g;
-    }
-  }
-  partial_gamma[threadIdx.y][threadIdx.x] = gamma_sum;
-  partial_beta[threadIdx.y][threadIdx.x] = beta_sum;
-  __syncthreads();
-  if (threadIdx.y != 0 || c >= n.x.cols) return;
-  double dgamma = n.dgamma != nullptr ? n.dgamma[c] : 0.0;
-  double dbeta = n.dbeta != nullptr ? n.dbeta[c] : 0.0;
-  for (int lane = 0; lane < kRowLanes; ++lane) {
-    dgamma += partial_gamma[lane][threadIdx.x];
-    dbeta += partial_beta[lane][threadIdx.x];
-  }
-  if (n.dgamma != nullptr) n.dgamma[c] = static_cast<float>(dgamma);
-  if (n.dbeta != nullptr) n.dbeta[c] = static_cast<float>(dbeta);
+  bool const in_range = c < n.x.cols;
+  double const gamma_sum = chunk_column_sum(n.x.rows, c, in_range, partial, [&](std::int64_t r) {
+    float const s = residual != nullptr ? x[r * n.x.ld + c] + residual[r * n.residual.ld + c] : x[r * n.x.ld + c];
+    return static_cast<double>(dy[r * n.dy.ld + c]) * ((static_cast<double>(s) - stats[r * 4]) * stats[r * 4 + 1]);
+  });
+  __syncthreads();  // the scratch is reused
+  double const beta_sum =
+      chunk_column_sum(n.x.rows, c, in_range, partial, [&](std::int64_t r) { return double{dy[r * n.dy.ld + c]}; });
+  if (threadIdx.y != 0 || !in_range) return;
+  gamma_partials[blockIdx.y * n.x.cols + c] = gamma_sum;
+  beta_partials[blockIdx.y * n.x.cols + c] = beta_sum;
 }
 
 // dx = (1 / sigma) (g - mean(g) - x_hat mean(g x_hat)), written or added; each element reads its x, residual and dy
@@ -161,27 +174,48 @@ void fill_list(FloatRun const* chunks, std::int64_t count, float value, cudaStre
   FLASHDEBERTA_CUDA_CHECK_LAUNCH();
 }
 
-void add_column_sums(MatrixRef const& m, float* sums, cudaStream_t stream) {
-  if (m.cols == 0) return;
-  training::add_column_sums_kernel<<<training::column_grid(m.cols),
-                                     dim3(training::kColumnsPerBlock, training::kRowLanes), 0, stream>>>(
-      static_cast<float const*>(m.data), m.rows, m.cols, m.ld, sums);
+namespace training {
+
+inline void add_column_partials(double const* partials, std::int64_t rows, std::int64_t cols, float* out,
+                                cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  add_column_partials_kernel<<<grid_for(cols, kThreads), kThreads, 0, stream>>>(
+      partials, (rows + kColumnRowChunk - 1) / kColumnRowChunk, cols, out);
   FLASHDEBERTA_CUDA_CHECK_LAUNCH();
 }
 
-void layer_norm_backward(LayerNormBackwardArgs const& n, double* stats, cudaStream_t stream) {
+}  // namespace training
+
+void add_column_sums(MatrixRef const& m, float* sums, double* partials, cudaStream_t stream) {
+  if (m.cols == 0) return;
+  if (m.rows > 0) {
+    training::column_chunk_sums_kernel<<<training::column_chunk_grid(m.rows, m.cols),
+                                         dim3(training::kColumnsPerBlock, training::kRowLanes), 0, stream>>>(
+        static_cast<float const*>(m.data), m.rows, m.cols, m.ld, partials);
+    FLASHDEBERTA_CUDA_CHECK_LAUNCH();
+  }
+  training::add_column_partials(partials, m.rows, m.cols, sums, stream);
+}
+
+void layer_norm_backward(LayerNormBackwardArgs const& n, double* scratch, cudaStream_t stream) {
   std::int64_t const rows = n.x.rows;
-  if (rows == 0 || n.x.cols == 0) return;
+  std::int64_t const cols = n.x.cols;
+  if (rows == 0 || cols == 0) return;
+  double* const stats = scratch;
   training::layer_norm_stats_kernel<<<grid_for(rows, 1, 65535), 256, 0, stream>>>(n, stats);
   FLASHDEBERTA_CUDA_CHECK_LAUNCH();
   if (n.dgamma != nullptr || n.dbeta != nullptr) {
-    training::layer_norm_parameters_kernel<<<training::column_grid(n.x.cols),
-                                             dim3(training::kColumnsPerBlock, training::kRowLanes), 0, stream>>>(n,
-                                                                                                                 stats);
+    double* const gamma_partials = stats + rows * 4;
+    double* const beta_partials = gamma_partials + column_partials(rows, cols);
+    training::layer_norm_parameters_kernel<<<training::column_chunk_grid(rows, cols),
+                                             dim3(training::kColumnsPerBlock, training::kRowLanes), 0, stream>>>(
+        n, stats, gamma_partials, beta_partials);
     FLASHDEBERTA_CUDA_CHECK_LAUNCH();
+    training::add_column_partials(gamma_partials, rows, cols, n.dgamma, stream);
+    training::add_column_partials(beta_partials, rows, cols, n.dbeta, stream);
   }
   constexpr int kThreads = 256;
-  training::layer_norm_dx_kernel<<<grid_for(rows * n.x.cols, kThreads), kThreads, 0, stream>>>(n, stats);
+  training::layer_norm_dx_kernel<<<grid_for(rows * cols, kThreads), kThreads, 0, stream>>>(n, stats);
   FLASHDEBERTA_CUDA_CHECK_LAUNCH();
 }
 
