@@ -83,9 +83,8 @@ inline void CudaPolicy::disentangled_attention_backward(AttentionBackwardArgs co
     buffers.ds = buffers.probabilities + heads * max_len * max_len;
     cuda_kernels::attention_backward_eager(g, buffers, context_->limits, stream());
   } else {
-    // D and lse, (heads, T) each. lse always: the tensor-core passes write their own even where the forward's is
-    // given, and whether they run is the kernels' call (attention_backward_mma.cuh); heads T floats, small beside the
-    // bands.
+    // D and lse, (heads, T) each: written by the kernels that form them (the float32 row pass without the forward's
+    // lse; the tensor-core passes' D always, their lse without the forward's); heads T floats, small beside the bands.
     Buffer const rows = allocate(2 * heads * tokens, DType::kF32);
     buffers.row_dot = rows.as<float>();
     buffers.lse = buffers.row_dot + heads * tokens;

@@ -6,17 +6,22 @@
 // and the gradients written. So the rounding is exactly: q, k, v, dO to T as staged into shared memory (once per tile),
 // and P M and dS / scale to T as A operands of the gradient products; S and dP leave the tensor cores in float32.
 //
-// The backward forms its own softmax statistics from these rounded products instead of taking the float32 forward's:
-// lse_i = log sum_j exp(S_ij) and D_i = sum_j P_ij M_ij dP_ij. With the forward's lse and D = dO . O, the recomputed
-// rows of P (from rounded q and k) would not sum to one and D would not match them, so the rows of dS = P (dP M - D)
-// would not sum to zero. Gradients that are such cancellations (a key bias's, sum_i q_i sum_j dS_ij, zero by the
-// softmax's shift invariance) would then carry that mismatch, well above the mixed-precision reference's error;
-// autocast's softmax backward is self-consistent in the same way (its D is sum(P dP) of its own P). The cost: a first
-// sweep of the row pass over the keys with two products per key tile (S and dP), so nine products per pair of tiles
-// where the forward's statistics would need seven; the forward's lse and O are not read.
+// The softmax statistics must be those of these rounded products: lse_i = log sum_j exp(S_ij) and
+// D_i = sum_j P_ij M_ij dP_ij. With a float32 forward's lse and D = dO . O, the recomputed rows of P (from rounded q
+// and k) would not sum to one and D would not match them, so the rows of dS = P (dP M - D) would not sum to zero.
+// Gradients that are such cancellations (a key bias's, sum_i q_i sum_j dS_ij, zero by the softmax's shift invariance)
+// would then carry that mismatch, well above the mixed-precision reference's error; autocast's softmax backward is
+// self-consistent in the same way (its D is sum(P dP) of its own P). Two ways to get them:
+//   - given the forward's lse (AttentionBackwardArgs::lse), it must be the mixed-precision forward's
+//     (attention_forward_mma.cuh), whose S is these passes' S (the same rounded operands, the same staged terms, the
+//     same products), and whose output O = sum_j P_ij M_ij v_j is exact to float32 for the rounded v (its P M enters
+//     the product as its rounding to T plus the remainder). Then D_i = dO_i . O_i with dO rounded to T as the passes
+//     stage it (mma_row_dot_kernel) is sum_j P_ij M_ij dP_ij to float32 rounding, and the row pass has one sweep;
+//   - without it, a first sweep of the row pass over the keys forms both from two products per key tile (S and dP):
+//     nine products per pair of tiles where the forward's statistics need seven.
 //
 // Two passes with one writer per gradient row, as the float32 kernels: rows (attention_backward_mma_rows.cuh) writes
-// lse and D (buffers.lse, buffers.row_dot), dQ's content term and the c2p bands; columns
+// lse and D (buffers.lse, buffers.row_dot) when it forms them, dQ's content term and the c2p bands; columns
 // (attention_backward_mma_columns.cuh) reads lse and D and writes dK's and dV's content terms and the p2c bands.
 // Conventions are the float32 kernels': S = (q . k + c2p + p2c) / scale with the tables unscaled, P = exp(S - lse)
 // with a natural-log lse, the products and the bands take dS / scale (so dq = (1 / scale) dS k, the bands
@@ -44,7 +49,7 @@ namespace flashdeberta::cuda_kernels::training {
 
 // The tensor-core passes' preconditions: 16-bit products asked for (the policy's compute dtype), sm_80+ code (the
 // device's, not older PTX: the kernels are compiled out below sm_80), head sizes up to 64 (zero-padded) and room for
-// the smallest shared-memory plan; with or without the forward's lse (unused: the row pass forms its own into
+// the smallest shared-memory plan; with the mixed-precision forward's lse or none (then the row pass forms its own into
 // buffers.lse, which the caller therefore always provides). Else the float32 kernels.
 inline bool mma_backward_applies(AttentionBackwardArgs const& g, DeviceLimits const& limits, DType products) {
   return (products == DType::kBF16 || products == DType::kF16) && limits.compute_capability >= 80 &&
@@ -96,11 +101,27 @@ TileConfig mma_backward_tiles(char const* pass, char const* group, DeviceLimits 
   FLASHDEBERTA_REQUIRE(c.num_warps * 16 == c.block_m, "the tensor-core attention backward's "
                                                           << pass << " runs one warp per 16 rows: BLOCK_M " << c.block_m
                                                           << " takes NUM_WARPS " << c.block_m / 16 << ", not "
-                                                          << c.num_warps << " (" << group << "_* or FLASHDEBERTA_BWD_*)");
+                                                          << c.num_warps << " (" << group
+                                                          << "_* or FLASHDEBERTA_BWD_*)");
   c = fit_shared_memory(std::string("the tensor-core attention backward's ") + pass, c, choices, mma_backward_smem<T>,
                         limits.max_smem_per_block, note_once);
   c.num_warps = c.block_m / 16;  // a shrunk BLOCK_M takes its warps along
   return c;
+}
+
+// D of every (token, head) from the mixed-precision forward's output: dO rounded to T, as the passes stage it, dotted
+// with O in float64 and rounded once into buffers.row_dot. One warp per (token, head).
+template <class T>
+__global__ void __launch_bounds__(256) mma_row_dot_kernel(BackwardParams const b) {
+  std::int64_t const row = (std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+  if (row >= b.p.total_tokens * b.heads) return;  // warp-uniform
+  std::int64_t const token = row / b.heads;
+  int const h = static_cast<int>(row % b.heads);
+  double sum = 0.0;
+  for (int e = threadIdx.x % 32; e < b.p.head_size; e += 32)
+    sum += static_cast<double>(rounded_to<T>(b.d_o(token, h, e))) * static_cast<double>(b.o(token, h, e));
+  sum = warp_sum_double(sum);
+  if (threadIdx.x % 32 == 0) b.buffers.row_dot[h * b.p.total_tokens + token] = static_cast<float>(sum);
 }
 
 template <class Traits, class Kernel>
@@ -134,6 +155,13 @@ void launch_mma_backward(AttentionArgs const& a, BackwardParams const& params, D
   FLASHDEBERTA_REQUIRE(params.buffers.lse != nullptr && params.buffers.row_dot != nullptr,
                        "the tensor-core attention backward needs the (heads, T) lse and D buffers");
   MmaBackwardLoads const loads = mma_backward_loads(params);
+  if (!params.compute_lse) {  // the forward's lse: D from its output, one sweep in the row pass
+    constexpr int kThreads = 256;
+    std::int64_t const warps = a.sequences.total_tokens * a.num_heads;
+    mma_row_dot_kernel<T>
+        <<<static_cast<unsigned>((warps * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(params);
+    FLASHDEBERTA_CUDA_CHECK_LAUNCH();
+  }
   TileConfig const rows = mma_backward_tiles<T>("row pass (dQ)", "FLASHDEBERTA_BWD_Q", limits);
   TileConfig const columns = mma_backward_tiles<T>("column pass (dK, dV)", "FLASHDEBERTA_BWD_KV", limits);
   dispatch_owned_rows<T>(rows, [&]<class Traits>() {

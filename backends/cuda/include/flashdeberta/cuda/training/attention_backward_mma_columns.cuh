@@ -1,6 +1,6 @@
 // The column pass of the tensor-core flash backward (attention_backward_mma.cuh): one CTA per (64 keys, head,
 // sequence) sweeps the sequence's query rows 64 at a time, after the row pass (stream order: it reads the lse and D
-// the row pass wrote, buffers.lse and buffers.row_dot); warp w owns keys [16w, 16w + 16) and keeps their dK and dV in
+// the row pass wrote or took, b.lse and buffers.row_dot); warp w owns keys [16w, 16w + 16) and keeps their dK and dV in
 // registers. Its step tiles are the row pass's transposed (keys x queries). Once: k and v staged as 16-bit tiles. Per
 // query step:
 //   q and dO staged (16-bit), the rows' positions, lse and D, the step's position terms (stage_position_terms);
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(Tr::kThreads)
     if (threadIdx.x < BS) {  // padding rows repeat the last valid position: in the last row's band slot
       int const i = threadIdx.x;
       qpos_s[i] = p.positions[first + i0 + min(i, rows - 1)];
-      lse_s[i] = i < rows ? b.buffers.lse[stats + i] : 0.0f;
+      lse_s[i] = i < rows ? b.lse[stats + i] : 0.0f;
       dot_s[i] = i < rows ? b.buffers.row_dot[stats + i] : 0.0f;
     }
     if (relative) stage_position_terms<Tr, false>(b, mma_smem, h, first + j0, cols, first + i0, rows);

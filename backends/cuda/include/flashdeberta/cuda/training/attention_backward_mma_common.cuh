@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "flashdeberta/cuda/attention/mma.cuh"
 #include "flashdeberta/cuda/training/attention_backward_common.cuh"
@@ -176,6 +177,16 @@ __device__ __forceinline__ void accumulate_product(float (&acc)[Tr::kHeadTiles][
       mma::mma_16816<T>(acc[2 * np], a, b[0], b[1]);
       mma::mma_16816<T>(acc[2 * np + 1], a, b[2], b[3]);
     }
+  }
+}
+
+// x rounded to T (round-to-nearest-even) and back: what a product on tensor cores sees of x.
+template <class T>
+__device__ __forceinline__ float rounded_to(float x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat162float(__float2bfloat16_rn(x));
+  } else {
+    return __half2float(__float2half_rn(x));
   }
 }
 

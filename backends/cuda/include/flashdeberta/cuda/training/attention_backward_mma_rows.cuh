@@ -4,7 +4,7 @@
 // step's position terms (float32, from the projected tables: stage_position_terms); S = q k^T and dP = dO v^T
 // (tensor cores), S + c2p + p2c; M the dropout mask. The first sweep forms each row's own softmax statistics from them
 // (online, as the forward): lse = log sum_j exp(S_j / scale) and D = sum_j P_j M_j dP_j, written to buffers.lse and
-// buffers.row_dot for the column pass. The second:
+// buffers.row_dot for the column pass; given the mixed-precision forward's lse there is no first sweep. The second:
 //   P = exp(S / scale - lse);  dS / scale = P (dP M - D) / scale in float32;
 //   dQ += (dS / scale) k (tensor cores, dS rounded to T);  the rows' c2p bands += dS / scale (add_band_step).
 #pragma once
@@ -103,11 +103,19 @@ __global__ void __launch_bounds__(Tr::kThreads)
     });
   };
 
-  // First sweep: the rows' lse and D from these rounded products (attention_backward_mma.cuh: why). Per row rr of
-  // the thread: the running max m of S / scale (quad-uniform: each step's max is reduced over the quad's four lanes)
-  // and the thread's partial sums over its own columns, l = sum exp(S / scale - m) and acc = sum exp(S / scale - m)
-  // M dP, both rescaled by exp(m_old - m) whenever a step moves m; the quad adds its four partials at the end.
-  {
+  // The rows' lse and D: the mixed-precision forward's lse with D from its output (b.lse, buffers.row_dot:
+  // attention_backward_mma.cuh says why they match these products), or else a first sweep that forms both from these
+  // rounded products. Per row rr of the thread: the running max m of S / scale (quad-uniform: each step's max is
+  // reduced over the quad's four lanes) and the thread's partial sums over its own columns, l = sum exp(S / scale - m)
+  // and acc = sum exp(S / scale - m) M dP, both rescaled by exp(m_old - m) whenever a step moves m; the quad adds its
+  // four partials at the end.
+  if (!b.compute_lse) {
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      lse[rr] = b.lse[h * p.total_tokens + qtok[rr]];
+      row_dot[rr] = b.buffers.row_dot[h * p.total_tokens + qtok[rr]];
+    }
+  } else {
     float run_max[2] = {-INFINITY, -INFINITY}, run_sum[2] = {0.0f, 0.0f}, run_dot[2] = {0.0f, 0.0f};
     for (int j0 = 0; j0 < length; j0 += BS) {
       int const cols = min(BS, length - j0);

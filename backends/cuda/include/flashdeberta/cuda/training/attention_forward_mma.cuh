@@ -10,9 +10,10 @@
 // [16w, 16w + 16) and keeps their O, running maximum and sum in registers. Per key step: k, v staged (16-bit) with the
 // step's position terms (float32, staged from the projected tables buffers.c2p_all and p2c_all as the backward
 // stages them: stage_position_terms); S = q k^T; S + c2p + p2c; online softmax in natural-log units; P M with the
-// forward's counter (dropout_factor); O += (P M) v with P M rounded to T. At the end out = O / l (float32) and, when
-// asked, lse = m + log l of the undropped row. The backward's tensor-core passes form their own lse from their own
-// products (attention_backward_mma.cuh), so this one is written for callers that read it, not for them.
+// forward's counter (dropout_factor); O += (P M) v with P M split into its rounding to T and the remainder. At the end
+// out = O / l (float32) and, when asked, lse = m + log l of the undropped row. The backward's tensor-core passes form
+// their own lse from their own products (attention_backward_mma.cuh), so this one is written for callers that read it,
+// not for them.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -124,6 +125,13 @@ __global__ void __launch_bounds__(Tr::kThreads)
         float const m = (kept >> (4 * nt + e) & 1u) != 0 ? p.dropout_scale : 0.0f;  // dropout_factor's values
         s[nt][e] = dropped ? prob * m : prob;
       }
+    // O += (P M) v in two products, P M's rounding to T and what that rounding left out: O is then (P M) v to float32
+    // accuracy for the rounded v, as the backward's D = dO . O needs it (attention_backward_mma.cuh)
+    accumulate_product<Tr, Tr::kSweepBOffset>(o, s, frag);
+#pragma unroll
+    for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nt][e] -= rounded_to<T>(s[nt][e]);
     accumulate_product<Tr, Tr::kSweepBOffset>(o, s, frag);
   }
 
