@@ -309,7 +309,7 @@ class CudaPolicy {
   // Defined in cuda_training_attention.hpp: the tensor-core forward of float32 operands (training under bf16 / fp16),
   // and the per-head position tables it and the backward gather from.
   void attend_mixed_precision(AttentionArgs const& a) const;
-  void project_pair_tables(AttentionArgs const& a, float* c2p_all, float* p2c_all, bool tensor_cores) const;
+  void project_pair_tables(AttentionArgs const& a, void* c2p_all, void* p2c_all, bool tensor_cores) const;
 
   void require_not_capturing(char const* operation) const {
     FLASHDEBERTA_REQUIRE(!stream_is_capturing(), "CudaPolicy::" << operation

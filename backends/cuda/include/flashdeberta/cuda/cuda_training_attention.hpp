@@ -21,7 +21,8 @@ namespace flashdeberta {
 //   the kernels: dQ, dK, dV's content terms written, the bands s Gc2p and s Gp2c (T, heads, 2k) formed
 //     (flash with a bf16 / fp16 compute dtype: their five products on tensor cores, operands rounded to it);
 //   dq_h += band_c2p_h . Kr_h,  dk_h += band_p2c_h . Qr_h,  dKr_h += band_c2p_h^T . q_h,  dQr_h += band_p2c_h^T . k_h.
-// Memory beyond the gradients: four (T, heads, 2k) tables (linear in T); flash (heads, T) D and lse, eager two
+// Memory beyond the gradients: four (T, heads, 2k) tables (linear in T; the two projected ones in the compute dtype
+// where the tensor-core kernels read them); flash (heads, T) D and lse, eager two
 // (heads, L, L) tiles of the sequence at hand.
 inline void CudaPolicy::disentangled_attention_backward(AttentionBackwardArgs const& g) const {
   AttentionArgs const& a = g.forward;
@@ -46,24 +47,24 @@ inline void CudaPolicy::disentangled_attention_backward(AttentionBackwardArgs co
   std::int64_t const span2 = c2p ? a.pos_key.rows : (p2c ? a.pos_query.rows : 0);
   std::int64_t const band = tokens * heads * span2;
   std::int64_t const tables = std::int64_t{c2p} + std::int64_t{p2c};
-  Buffer const relative = allocate(2 * tables * band, DType::kF32);  // the projected tables, then the bands
-  float* next = relative.as<float>();
-  auto const take = [&](bool given) {
-    float* const taken = given ? next : nullptr;
-    if (given) next += band;
-    return taken;
-  };
-  float* const c2p_all = take(c2p);
-  float* const p2c_all = take(p2c);
+  // The tensor-core passes (training/attention_backward_mma.cuh) read these tables as the mixed-precision forward did:
+  // made from the same rounded operands, in the compute dtype.
+  bool const tensor_cores = a.impl == AttentionImpl::kFlash &&
+                            cuda_kernels::attention_backward_mixed_applies(g, context_->limits, compute_dtype());
   cuda_kernels::AttentionBackwardBuffers buffers;
+  buffers.tables = tensor_cores ? compute_dtype() : DType::kF32;
+  Buffer const projected = allocate(tables * band, buffers.tables);
+  Buffer const bands = allocate(tables * band, DType::kF32);
+  void* const c2p_all = c2p ? projected.data() : nullptr;
+  void* const p2c_all =
+      p2c ? static_cast<char*>(projected.data()) + (c2p ? band * dtype_size(buffers.tables) : 0) : nullptr;
   buffers.c2p_all = c2p_all;
   buffers.p2c_all = p2c_all;
-  float* const bands = next;
-  buffers.band_c2p = take(c2p);
-  buffers.band_p2c = take(p2c);
+  buffers.band_c2p = c2p ? bands.as<float>() : nullptr;
+  buffers.band_p2c = p2c ? bands.as<float>() + (c2p ? band : 0) : nullptr;
   if (tables > 0)
     FLASHDEBERTA_CUDA_CHECK(
-        cudaMemsetAsync(bands, 0, static_cast<std::size_t>(tables * band) * sizeof(float), stream()));
+        cudaMemsetAsync(bands.data(), 0, static_cast<std::size_t>(tables * band) * sizeof(float), stream()));
 
   using cuda_detail::f32_view;
   auto const head = [&](MatrixRef const& m, std::int64_t h) { return f32_view(m.data, h * stride, tokens, d, m.ld); };
@@ -71,10 +72,6 @@ inline void CudaPolicy::disentangled_attention_backward(AttentionBackwardArgs co
   auto const band_of = [&](float const* all, std::int64_t h) {
     return f32_view(all, h * span2, tokens, span2, heads * span2);
   };
-  // The tensor-core passes (training/attention_backward_mma.cuh) gather these tables as the mixed-precision forward
-  // did: made from the same rounded operands.
-  bool const tensor_cores = a.impl == AttentionImpl::kFlash &&
-                            cuda_kernels::attention_backward_mixed_applies(g, context_->limits, compute_dtype());
   project_pair_tables(a, c2p_all, p2c_all, tensor_cores);
   // Scratch returned to the cache at the end of its block: later work on the stream is ordered behind its readers.
   if (a.impl == AttentionImpl::kEager) {
@@ -134,11 +131,11 @@ inline MatrixRef CudaPolicy::rounded_heads(MatrixRef const& head0, std::int64_t 
 }
 
 // c2p_all (T, heads, 2k) = q_h . Kr_h^T and p2c_all = k_h . Qr_h^T per head h, unscaled: the position terms of every
-// pair, gathered by the flash backward and the mixed-precision forward. One strided-batched cuBLASLt product each
-// (head h of q and k sits h head_stride columns in, of the tables h d, of the outputs h 2k). Null: not wanted.
-// tensor_cores (the kernels that gather them run on tensor cores): q, k and the tables rounded to the compute dtype,
-// as autocast runs these matmuls; the tables float32 either way.
-inline void CudaPolicy::project_pair_tables(AttentionArgs const& a, float* c2p_all, float* p2c_all,
+// pair, read by the flash backward and the mixed-precision forward. One strided-batched cuBLASLt product each (head h
+// of q and k sits h head_stride columns in, of the tables h d, of the outputs h 2k). Null: not wanted. tensor_cores
+// (the kernels that read them run on tensor cores): q, k and the tables rounded to the compute dtype and the outputs
+// in it, as autocast runs these matmuls; else float32 throughout.
+inline void CudaPolicy::project_pair_tables(AttentionArgs const& a, void* c2p_all, void* p2c_all,
                                             bool tensor_cores) const {
   std::int64_t const tokens = a.sequences.total_tokens;
   std::int64_t const heads = a.num_heads;
@@ -146,15 +143,17 @@ inline void CudaPolicy::project_pair_tables(AttentionArgs const& a, float* c2p_a
   std::int64_t const span2 = !a.pos_key.empty() ? a.pos_key.rows : (!a.pos_query.empty() ? a.pos_query.rows : 0);
   using cuda_detail::f32_view;
   using Product = cuda_detail::CublasLtGemm::Product;
-  bool const round = tensor_cores && rounds_product(a.q, a.q, a.q, d);  // d terms
-  auto const project = [&](MatrixRef const& x, MatrixRef const& table, float* out) {
+  // Rounded whatever d: the kernels read 16-bit tables, a product cuBLASLt runs on 16-bit operands only.
+  bool const round = tensor_cores;
+  DType const out_dtype = tensor_cores ? compute_dtype() : DType::kF32;
+  auto const project = [&](MatrixRef const& x, MatrixRef const& table, void* out) {
     MatrixRef const x32 = f32_view(x.data, 0, tokens, d, x.ld);
     MatrixRef const table32 = f32_view(table.data, 0, table.rows, d, table.ld);
     RoundedOperand x16, table16;
     context_->gemm->run(Product{.a = round ? rounded_heads(x32, heads, a.head_stride, x16) : x32,
                                 .b = round ? rounded_heads(table32, heads, d, table16) : table32,
                                 .transpose_b = true,
-                                .out = f32_view(out, 0, tokens, span2, heads * span2),
+                                .out = {out, out_dtype, tokens, span2, heads * span2},
                                 .batch = heads,
                                 .batch_stride_a = a.head_stride,
                                 .batch_stride_b = d,
@@ -166,8 +165,8 @@ inline void CudaPolicy::project_pair_tables(AttentionArgs const& a, float* c2p_a
 }
 
 // The forward of training under a bf16 / fp16 compute dtype (training/attention_forward_mma.cuh): float32 q, k, v,
-// out and lse, 16-bit products. The position tables (2 (T, heads, 2k) floats, as the backward's) are scratch,
-// returned to the cache once the kernel that reads them is enqueued.
+// out and lse, 16-bit products. The position tables (2 (T, heads, 2k) in the compute dtype, as the backward's) are
+// scratch, returned to the cache once the kernel that reads them is enqueued.
 inline void CudaPolicy::attend_mixed_precision(AttentionArgs const& a) const {
   std::int64_t const tokens = a.sequences.total_tokens;
   if (a.sequences.batch == 0 || a.sequences.max_seqlen == 0 || tokens == 0) return;
@@ -175,14 +174,16 @@ inline void CudaPolicy::attend_mixed_precision(AttentionArgs const& a) const {
   bool const p2c = !a.pos_query.empty();
   std::int64_t const span2 = c2p ? a.pos_key.rows : (p2c ? a.pos_query.rows : 0);
   std::int64_t const band = tokens * a.num_heads * span2;
+  DType const element = compute_dtype();
   Buffer tables;
-  if (c2p || p2c) tables = allocate((std::int64_t{c2p} + std::int64_t{p2c}) * band, DType::kF32);
-  float* const c2p_all = c2p ? tables.as<float>() : nullptr;
-  float* const p2c_all = p2c ? tables.as<float>() + (c2p ? band : 0) : nullptr;
+  if (c2p || p2c) tables = allocate((std::int64_t{c2p} + std::int64_t{p2c}) * band, element);
+  void* const c2p_all = c2p ? tables.data() : nullptr;
+  void* const p2c_all = p2c ? static_cast<char*>(tables.data()) + (c2p ? band * dtype_size(element) : 0) : nullptr;
   project_pair_tables(a, c2p_all, p2c_all, /*tensor_cores=*/true);
   cuda_kernels::AttentionBackwardBuffers buffers;
   buffers.c2p_all = c2p_all;
   buffers.p2c_all = p2c_all;
+  buffers.tables = element;
   cuda_kernels::attention_forward_mixed(a, buffers, context_->limits, compute_dtype(), stream());
 }
 

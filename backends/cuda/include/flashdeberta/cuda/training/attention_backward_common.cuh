@@ -60,11 +60,12 @@ struct BackwardParams {
   // Row (t, h) of a (T, heads, 2k) table.
   __device__ std::int64_t band_row(std::int64_t t, int h) const { return (t * heads + h) * span2; }
 
-  // c2p + p2c of the pair (query token ti, key token tj) at `slot`, unscaled (0 without position terms).
+  // c2p + p2c of the pair (query token ti, key token tj) at `slot`, unscaled (0 without position terms); float32
+  // tables (the float32 kernels').
   __device__ float position_terms(std::int64_t ti, std::int64_t tj, int h, int slot) const {
     float term = 0.0f;
-    if (p.c2p) term = buffers.c2p_all[band_row(ti, h) + slot];
-    if (p.p2c) term += buffers.p2c_all[band_row(tj, h) + slot];
+    if (p.c2p) term = static_cast<float const*>(buffers.c2p_all)[band_row(ti, h) + slot];
+    if (p.p2c) term += static_cast<float const*>(buffers.p2c_all)[band_row(tj, h) + slot];
     return term;
   }
 };

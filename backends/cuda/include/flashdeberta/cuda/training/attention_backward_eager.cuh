@@ -42,8 +42,8 @@ __global__ void __launch_bounds__(kEagerBackwardThreads) eager_backward_rows_ker
     if (p.c2p || p.p2c) {
       int const slot = b.slot(pos_i, p.positions[first + j]);
       float relative = 0.0f;
-      if (p.c2p) relative = b.buffers.c2p_all[b.band_row(ti, h) + slot] / p.scale;
-      if (p.p2c) relative += b.buffers.p2c_all[b.band_row(first + j, h) + slot] / p.scale;
+      if (p.c2p) relative = static_cast<float const*>(b.buffers.c2p_all)[b.band_row(ti, h) + slot] / p.scale;
+      if (p.p2c) relative += static_cast<float const*>(b.buffers.p2c_all)[b.band_row(first + j, h) + slot] / p.scale;
       s += relative;
     }
     row[j] = s;
@@ -117,6 +117,8 @@ void attention_backward_eager(AttentionBackwardArgs const& g, AttentionBackwardB
   AttentionArgs const& a = g.forward;
   if (a.sequences.batch == 0 || a.sequences.max_seqlen == 0 || a.sequences.total_tokens == 0) return;
   training::BackwardParams const params = training::backward_params(g, buffers);
+  FLASHDEBERTA_REQUIRE(buffers.tables == DType::kF32, "the eager attention backward reads float32 position tables, not "
+                                                          << dtype_name(buffers.tables));
   FLASHDEBERTA_REQUIRE(a.num_heads <= 65535, "the eager attention backward over " << a.num_heads << " heads");
   dim3 const grid(static_cast<unsigned>(a.sequences.max_seqlen), static_cast<unsigned>(a.num_heads));
   for (std::int64_t seq = 0; seq < a.sequences.batch; ++seq) {

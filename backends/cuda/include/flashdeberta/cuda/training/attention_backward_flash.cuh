@@ -364,6 +364,9 @@ void attention_backward_flash(AttentionBackwardArgs const& g, AttentionBackwardB
     if constexpr (!std::is_same_v<T, float>) {
       training::launch_mma_backward<T>(a, params, limits, stream);
     } else {
+      FLASHDEBERTA_REQUIRE(
+          buffers.tables == DType::kF32,
+          "the float32 flash attention backward reads float32 position tables, not " << dtype_name(buffers.tables));
       dispatch_head_size(a.head_size, [&]<int D>() {
         using Traits = training::FlashBackwardTraits<D>;
         FLASHDEBERTA_REQUIRE(Traits::is_valid(limits.max_smem_per_block),

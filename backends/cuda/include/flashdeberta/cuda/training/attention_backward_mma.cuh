@@ -37,6 +37,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <type_traits>
 
 #include "flashdeberta/cuda/attention/attention_params.cuh"
 #include "flashdeberta/cuda/training/attention_backward_common.cuh"
@@ -154,6 +155,10 @@ void launch_mma_backward(AttentionArgs const& a, BackwardParams const& params, D
                          cudaStream_t stream) {
   FLASHDEBERTA_REQUIRE(params.buffers.lse != nullptr && params.buffers.row_dot != nullptr,
                        "the tensor-core attention backward needs the (heads, T) lse and D buffers");
+  DType const element = std::is_same_v<T, __nv_bfloat16> ? DType::kBF16 : DType::kF16;
+  FLASHDEBERTA_REQUIRE(params.buffers.tables == element || params.span2 == 0,
+                       "the tensor-core attention backward reads its position tables in "
+                           << dtype_name(element) << ", not " << dtype_name(params.buffers.tables));
   MmaBackwardLoads const loads = mma_backward_loads(params);
   if (!params.compute_lse) {  // the forward's lse: D from its output, one sweep in the row pass
     constexpr int kThreads = 256;

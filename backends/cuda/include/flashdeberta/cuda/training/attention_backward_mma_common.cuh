@@ -180,6 +180,16 @@ __device__ __forceinline__ void accumulate_product(float (&acc)[Tr::kHeadTiles][
   }
 }
 
+// The 16-bit word of a T as a float.
+template <class T>
+__device__ __forceinline__ float widened(unsigned short bits) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat162float(__ushort_as_bfloat16(bits));
+  } else {
+    return __half2float(__ushort_as_half(bits));
+  }
+}
+
 // x rounded to T (round-to-nearest-even) and back: what a product on tensor cores sees of x.
 template <class T>
 __device__ __forceinline__ float rounded_to(float x) {
@@ -205,13 +215,13 @@ __device__ __forceinline__ std::uint32_t dropout_bits(Kept const& kept) {
 }
 
 // The step's position terms (c2p + p2c, unscaled) of every (owned row o, swept row c) pair, staged in shared memory
-// from the projected (T, heads, 2k) tables, as two tiles each read along one table row: the owned side's table (c2p of
-// a query row in the row pass and the forward, p2c of a key in the column pass) at (o, c) of a row-major
-// (BO, kSweptTermLd) tile, and the swept side's table at (c, o) of a (BS, kOwnedTermLd) tile. For a fixed table row the
-// slots of consecutive pairs are consecutive (or equal) with contiguous positions, so each warp-wide load of the
-// staging reads a few 32-byte sectors, where gathering per score read one sector per lane for the swept side's table
-// (every lane in another table row). Reads (staged_terms) follow the accumulator layout: a float2 of the first tile
-// (half a warp, rows 72 floats = 8 banks apart, covers the 32 banks once) and a float of the second (lanes 4 t + g
+// from the projected (T, heads, 2k) tables (elements of T), as two float32 tiles each read along one table row: the
+// owned side's table (c2p of a query row in the row pass and the forward, p2c of a key in the column pass) at (o, c) of
+// a row-major (BO, kSweptTermLd) tile, and the swept side's table at (c, o) of a (BS, kOwnedTermLd) tile. For a fixed
+// table row the slots of consecutive pairs are consecutive (or equal) with contiguous positions, so each warp-wide load
+// of the staging reads a few 32-byte sectors, where gathering per score read one sector per lane for the swept side's
+// table (every lane in another table row). Reads (staged_terms) follow the accumulator layout: a float2 of the first
+// tile (half a warp, rows 72 floats = 8 banks apart, covers the 32 banks once) and a float of the second (lanes 4 t + g
 // banks apart). kOwnedQueries: the owned rows are queries (the slot is slot(owned, swept)), else keys. Owned and swept
 // rows past their valid counts repeat the last valid token. The caller orders the staging after the previous step's
 // reads of both tiles and of the band rows (the first tile is the band staging's region), and the reads after it, by
@@ -222,11 +232,14 @@ __device__ __forceinline__ void stage_position_terms(BackwardParams const& b, un
                                                      int swept_valid) {
   constexpr int BO = Tr::kBlockOwned, BS = Tr::kBlockSweep;
   static_assert(Tr::kThreads % BS == 0 && Tr::kThreads % BO == 0, "each thread keeps one column of each tile");
+  using T = typename Tr::Element;
   AttentionParams const& p = b.p;
-  float const* const c2p = p.c2p ? b.buffers.c2p_all : nullptr;
-  float const* const p2c = p.p2c ? b.buffers.p2c_all : nullptr;
-  float const* const owned_table = kOwnedQueries ? c2p : p2c;
-  float const* const swept_table = kOwnedQueries ? p2c : c2p;
+  // the tables in T (launch_mma_backward, attention_forward_mixed check it), read as 16-bit words
+  auto const* const c2p = static_cast<unsigned short const*>(p.c2p ? b.buffers.c2p_all : nullptr);
+  auto const* const p2c = static_cast<unsigned short const*>(p.p2c ? b.buffers.p2c_all : nullptr);
+  auto const* const owned_table = kOwnedQueries ? c2p : p2c;
+  auto const* const swept_table = kOwnedQueries ? p2c : c2p;
+  auto const load = [](unsigned short const* at) { return widened<T>(__ldg(at)); };
   auto const slot = [&](int owned_pos, int swept_pos) {
     return kOwnedQueries ? b.slot(owned_pos, swept_pos) : b.slot(swept_pos, owned_pos);
   };
@@ -241,7 +254,7 @@ __device__ __forceinline__ void stage_position_terms(BackwardParams const& b, un
       std::int64_t const owned = owned0 + min(o, owned_valid - 1);
       float term = 0.0f;
       if (owned_table != nullptr)
-        term = __ldg(owned_table + b.band_row(owned, h) + slot(__ldg(p.positions + owned), swept_pos));
+        term = load(owned_table + b.band_row(owned, h) + slot(__ldg(p.positions + owned), swept_pos));
       along_swept[o * Tr::kSweptTermLd + c] = term;
     }
   }
@@ -254,7 +267,7 @@ __device__ __forceinline__ void stage_position_terms(BackwardParams const& b, un
       std::int64_t const swept = swept0 + min(c, swept_valid - 1);
       float term = 0.0f;
       if (swept_table != nullptr)
-        term = __ldg(swept_table + b.band_row(swept, h) + slot(owned_pos, __ldg(p.positions + swept)));
+        term = load(swept_table + b.band_row(swept, h) + slot(owned_pos, __ldg(p.positions + swept)));
       along_owned[c * Tr::kOwnedTermLd + o] = term;
     }
   }

@@ -178,6 +178,9 @@ void attention_forward_mixed(AttentionArgs const& a, AttentionBackwardBuffers co
   FLASHDEBERTA_REQUIRE(
       (a.pos_key.empty() || buffers.c2p_all != nullptr) && (a.pos_query.empty() || buffers.p2c_all != nullptr),
       "the mixed-precision attention forward needs the projected position tables");
+  FLASHDEBERTA_REQUIRE(buffers.tables == products || (a.pos_key.empty() && a.pos_query.empty()),
+                       "the mixed-precision attention forward reads its position tables in "
+                           << dtype_name(products) << ", not " << dtype_name(buffers.tables));
   AttentionBackwardArgs g;
   g.forward = a;
   training::BackwardParams params = training::backward_params(g, buffers);

@@ -64,12 +64,15 @@ void conv_fold(Conv1dBackwardArgs const& c, std::int32_t const* bounds, float co
 // training/attention_backward_*.cuh). The projected tables and bands run over every token: row (t, h) of head h at (t
 // heads + h) 2k.
 struct AttentionBackwardBuffers {
-  float const* c2p_all = nullptr;  // (T, heads, 2k) q . Kr^T, unscaled; null without c2p
-  float const* p2c_all = nullptr;  // (T, heads, 2k) k . Qr^T, unscaled; null without p2c
-  float* band_c2p = nullptr;       // (T, heads, 2k), zeroed: Gc2p / scale, the row of query t
-  float* band_p2c = nullptr;       // (T, heads, 2k), zeroed: Gp2c / scale, the row of key t
-  // flash, (heads, T) each, written by the row pass: D of each row (dO . O in float32, sum_j P M dP on tensor
-  // cores) and its lse (the tensor-core passes always, the float32 ones without AttentionBackwardArgs::lse).
+  // The pairs' position terms, elements of `tables`: F32, or the compute dtype where the tensor-core kernels read them
+  // (autocast rounds these matmuls' outputs alike).
+  void const* c2p_all = nullptr;  // (T, heads, 2k) q . Kr^T, unscaled; null without c2p
+  void const* p2c_all = nullptr;  // (T, heads, 2k) k . Qr^T, unscaled; null without p2c
+  DType tables = DType::kF32;
+  float* band_c2p = nullptr;  // (T, heads, 2k), zeroed: Gc2p / scale, the row of query t
+  float* band_p2c = nullptr;  // (T, heads, 2k), zeroed: Gp2c / scale, the row of key t
+  // flash, (heads, T) each: D of each row (dO . O in float32; on tensor cores sum_j P M dP, or dO rounded . O given the
+  // mixed-precision forward's lse) and its lse where the kernels form it (without AttentionBackwardArgs::lse).
   float* row_dot = nullptr;
   float* lse = nullptr;
   float* probabilities = nullptr;  // eager: (heads, L, L) P * M of one sequence at a time
