@@ -88,8 +88,8 @@ inline void CudaPolicy::disentangled_attention_backward(AttentionBackwardArgs co
     cuda_kernels::attention_backward_flash(g, buffers, context_->limits, compute_dtype(), stream());
   }
   // Each product is one strided-batched call over the heads: head h of q, k, dq, dk sits h stride columns in, of the
-  // tables h d, of the bands h span2. Where the tensor-core passes ran, their operands are rounded as autocast rounds
-  // these matmuls (each block of heads once; rounds_product: not a product of fewer than 16 terms).
+  // tables h d, of the bands h span2. Where the tensor-core passes ran, dq's and dk's products round their operands as
+  // autocast rounds these matmuls (each block of heads once; rounds_product: not a product of fewer than 16 terms).
   using Product = cuda_detail::CublasLtGemm::Product;
   auto const per_head = [&](Product product, std::int64_t stride_a, std::int64_t stride_b, std::int64_t stride_out) {
     product.batch = heads;
@@ -98,25 +98,21 @@ inline void CudaPolicy::disentangled_attention_backward(AttentionBackwardArgs co
     product.batch_stride_out = stride_out;
     context_->gemm->run(product, stream());
   };
-  bool const round_table = tensor_cores && rounds_product(a.q, a.q, a.q, span2);   // dq += band . Kr: 2k terms
-  bool const round_input = tensor_cores && rounds_product(a.q, a.q, a.q, tokens);  // dKr += band^T . q: T terms
+  // dKr += band^T . q (and dQr += band^T . k) stay float32: summed over the slots they give sum_i q_i sum_j dS_ij,
+  // zero by the softmax's shift invariance, and that sum is the key bias's gradient (share_att_key); rounded bands
+  // lost the cancellation (layer 0's key_proj above HF autocast's own error in 2 of 28 mixed-precision cases on the
+  // H100, 2026-12-07). dq += band . Kr sums no such cancellation.
+  bool const round_table = tensor_cores && rounds_product(a.q, a.q, a.q, span2);  // dq += band . Kr: 2k terms
   auto const band_products = [&](float const* all, MatrixRef const& table_head0, MatrixRef const& input_head0,
                                  MatrixRef const& dinput_head0, MatrixRef const& dtable_head0) {
     MatrixRef const band32 = band_of(all, 0);
-    RoundedOperand band16, table16, input16;
-    MatrixRef const band16_view =
-        round_table || round_input ? rounded_heads(band32, heads, span2, band16) : MatrixRef{};
-    per_head({.a = round_table ? band16_view : band32,
+    RoundedOperand band16, table16;
+    per_head({.a = round_table ? rounded_heads(band32, heads, span2, band16) : band32,
               .b = round_table ? rounded_heads(table_head0, heads, d, table16) : table_head0,
               .out = dinput_head0,
               .beta = 1.0f},
              span2, d, stride);
-    per_head({.a = round_input ? band16_view : band32,
-              .transpose_a = true,
-              .b = round_input ? rounded_heads(input_head0, heads, stride, input16) : input_head0,
-              .out = dtable_head0,
-              .beta = 1.0f},
-             span2, stride, d);
+    per_head({.a = band32, .transpose_a = true, .b = input_head0, .out = dtable_head0, .beta = 1.0f}, span2, stride, d);
   };
   if (c2p) band_products(buffers.band_c2p, table(a.pos_key, 0), head(a.q, 0), head(g.dq, 0), table(g.dpos_key, 0));
   if (p2c) band_products(buffers.band_p2c, table(a.pos_query, 0), head(a.k, 0), head(g.dk, 0), table(g.dpos_query, 0));
