@@ -88,20 +88,9 @@ __global__ void __launch_bounds__(Tr::kThreads)
     // P first, dP after it: fewer registers live at once.
     float pm[NS][4], ds[NS][4];  // S, P, then P M; dP then dS / scale: the warp's keys x the step's query rows
     owned_times_swept<Tr, Tr::kOwnedAOffset, Tr::kSweepAOffset>(pm, frag);
-#pragma unroll
-    for (int nt = 0; nt < NS; ++nt) {
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        float2 const terms =
-            relative ? staged_terms<Tr>(mma_smem, 16 * warp + g + 8 * rr, 8 * nt + 2 * t) : make_float2(0.0f, 0.0f);
-#pragma unroll
-        for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
-          int const i = 8 * nt + 2 * t + e % 2;
-          float const score = pm[nt][e] + (e % 2 == 0 ? terms.x : terms.y);
-          pm[nt][e] = quad[rr].valid && i < rows ? __expf(score * p.inv_scale - lse_s[i]) : 0.0f;
-        }
-      }
-    }
+    finish_scores<Tr>(pm, mma_smem, warp, relative, [&](float score, int rr, int i) {
+      return quad[rr].valid && i < rows ? __expf(score * p.inv_scale - lse_s[i]) : 0.0f;
+    });
     std::uint32_t const kept = !dropped ? ~0u : dropout_bits<Tr>([&](int nt, int e) {
       return dropout_factor(p, h, first + i0 + 8 * nt + 2 * t + e % 2, key[e / 2]) != 0.0f;
     });

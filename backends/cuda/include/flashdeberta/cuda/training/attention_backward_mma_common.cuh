@@ -282,6 +282,25 @@ __device__ __forceinline__ float2 staged_terms(unsigned char const* smem, int o,
   return {first.x + along_owned[c * Tr::kOwnedTermLd + o], first.y + along_owned[(c + 1) * Tr::kOwnedTermLd + o]};
 }
 
+// A warp's step scores (accumulator layout) plus the staged terms, each element then finished where it is formed:
+// s[nt][e] = finish(s[nt][e] + term, rr, c) with g + 8 rr the owned row of the warp and c the swept row. relative
+// false: no terms were staged (none are added).
+template <class Tr, class Finish>
+__device__ __forceinline__ void finish_scores(float (&s)[Tr::kSweepTiles][4], unsigned char const* smem, int warp,
+                                              bool relative, Finish const& finish) {
+  int const lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < Tr::kSweepTiles; ++nt)
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      float2 const terms =
+          relative ? staged_terms<Tr>(smem, 16 * warp + g + 8 * rr, 8 * nt + 2 * t) : make_float2(0.0f, 0.0f);
+#pragma unroll
+      for (int e = 2 * rr; e < 2 * rr + 2; ++e)
+        s[nt][e] = finish(s[nt][e] + (e % 2 == 0 ? terms.x : terms.y), rr, 8 * nt + 2 * t + e % 2);
+    }
+}
+
 // An owned row as the band sums see it: whether it is a valid row of the sequence, its position and its band row
 // ((T, heads, 2k) buffer, row of the owned token and head).
 struct OwnedBand {

@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(Tr::kThreads)
   FragmentAddresses const frag = fragment_addresses(mma_smem, warp);
   bool const dropped = p.dropout > 0.0f;
   bool const relative = p.c2p || p.p2c;
-  float lse[2], row_dot[2];  // the rows' softmax statistics: the first sweep's
+  float lse[2] = {}, row_dot[2] = {};  // the rows' softmax statistics: the forward's or the first sweep's
 
   // The key step at j0: k, v and the keys' positions staged. Padding keys repeat the last valid position (and token,
   // below): in range, and in the last key's band slot.
@@ -80,22 +80,10 @@ __global__ void __launch_bounds__(Tr::kThreads)
   // lse) (0 for padding rows and keys), else S unscaled (-inf past the keys).
   auto const scores = [&](float(&s)[NS][4], int cols, bool probabilities) {
     owned_times_swept<Tr, Tr::kOwnedAOffset, Tr::kSweepAOffset>(s, frag);
-#pragma unroll
-    for (int nt = 0; nt < NS; ++nt)
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        float2 const terms =
-            relative ? staged_terms<Tr>(mma_smem, 16 * warp + g + 8 * rr, 8 * nt + 2 * t) : make_float2(0.0f, 0.0f);
-#pragma unroll
-        for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
-          int const c = 8 * nt + 2 * t + e % 2;
-          float const score = s[nt][e] + (e % 2 == 0 ? terms.x : terms.y);
-          if (probabilities)
-            s[nt][e] = quad[rr].valid && c < cols ? __expf(score * p.inv_scale - lse[rr]) : 0.0f;
-          else
-            s[nt][e] = c < cols ? score : -INFINITY;
-        }
-      }
+    finish_scores<Tr>(s, mma_smem, warp, relative, [&](float score, int rr, int c) {
+      if (probabilities) return quad[rr].valid && c < cols ? __expf(score * p.inv_scale - lse[rr]) : 0.0f;
+      return c < cols ? score : -INFINITY;
+    });
   };
   auto const kept_bits = [&](int j0) {
     return !dropped ? ~0u : dropout_bits<Tr>([&](int nt, int e) {

@@ -82,19 +82,8 @@ __global__ void __launch_bounds__(Tr::kThreads)
 
     float s[NS][4];  // S, then S / scale (-inf past the keys), then P M
     owned_times_swept<Tr, Tr::kOwnedAOffset, Tr::kSweepAOffset>(s, frag);
-#pragma unroll
-    for (int nt = 0; nt < NS; ++nt)
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        float2 const terms =
-            relative ? staged_terms<Tr>(mma_smem, 16 * warp + g + 8 * rr, 8 * nt + 2 * t) : make_float2(0.0f, 0.0f);
-#pragma unroll
-        for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
-          int const c = 8 * nt + 2 * t + e % 2;
-          float const score = s[nt][e] + (e % 2 == 0 ? terms.x : terms.y);
-          s[nt][e] = c < cols ? score * p.inv_scale : -INFINITY;
-        }
-      }
+    finish_scores<Tr>(s, mma_smem, warp, relative,
+                      [&](float score, int, int c) { return c < cols ? score * p.inv_scale : -INFINITY; });
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
       float step = -INFINITY;  // the step's largest S / scale of the row (key 0 is valid: finite)
