@@ -40,7 +40,7 @@ inline constexpr int kRowLanes = 16;
 
 inline dim3 column_chunk_grid(std::int64_t rows, std::int64_t cols) {
   return dim3(static_cast<unsigned>((cols + kColumnsPerBlock - 1) / kColumnsPerBlock),
-              static_cast<unsigned>((rows + kColumnRowChunk - 1) / kColumnRowChunk));
+              static_cast<unsigned>(column_chunks(rows)));
 }
 
 // Raises kernel's dynamic shared memory limit when it asks for more than the default 48 KiB (a per-device

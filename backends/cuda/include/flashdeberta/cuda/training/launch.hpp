@@ -23,9 +23,8 @@ namespace flashdeberta::cuda_kernels {
 //     column_partials(M, N) doubles of scratch.
 //   layer_norm_backward: the passes of LayerNormBackwardArgs; scratch is layer_norm_backward_scratch(M, N) doubles.
 inline constexpr std::int64_t kColumnRowChunk = 256;
-inline std::int64_t column_partials(std::int64_t rows, std::int64_t cols) {
-  return (rows + kColumnRowChunk - 1) / kColumnRowChunk * cols;
-}
+inline std::int64_t column_chunks(std::int64_t rows) { return (rows + kColumnRowChunk - 1) / kColumnRowChunk; }
+inline std::int64_t column_partials(std::int64_t rows, std::int64_t cols) { return column_chunks(rows) * cols; }
 inline std::int64_t layer_norm_backward_scratch(std::int64_t rows, std::int64_t cols) {
   return rows * 4 + 2 * column_partials(rows, cols);  // (M, 4) row statistics, then dgamma's and dbeta's partials
 }

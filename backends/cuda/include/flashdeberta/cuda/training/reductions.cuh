@@ -179,8 +179,8 @@ namespace training {
 inline void add_column_partials(double const* partials, std::int64_t rows, std::int64_t cols, float* out,
                                 cudaStream_t stream) {
   constexpr int kThreads = 256;
-  add_column_partials_kernel<<<grid_for(cols, kThreads), kThreads, 0, stream>>>(
-      partials, (rows + kColumnRowChunk - 1) / kColumnRowChunk, cols, out);
+  add_column_partials_kernel<<<grid_for(cols, kThreads), kThreads, 0, stream>>>(partials, column_chunks(rows), cols,
+                                                                                out);
   FLASHDEBERTA_CUDA_CHECK_LAUNCH();
 }
 
